@@ -1,0 +1,115 @@
+"""Errors opgen raises. The library raises; only the CLI catches, prints and exits.
+
+Each error is built from keyword arguments so that its message is made in one place, and says
+what to do next in ``hint``. ``exit_code`` follows the CLI's convention: 2 for bad usage or bad
+input (nothing was done), 1 for a failure of the work itself (a build, a test run).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+
+class OpgenError(Exception):
+    """Root of every error opgen reports to its user."""
+
+    exit_code = 1
+    hint = ""
+
+
+class UsageError(OpgenError):
+    """The user asked for something opgen will not do; nothing was changed."""
+
+    exit_code = 2
+
+
+class InvalidOpName(ValueError, UsageError):
+    """An op name that cannot name a folder, a Python function and a C++ symbol."""
+
+    def __init__(self, *, name: str, reason: str) -> None:
+        self.name = name
+        self.hint = "use a lowercase identifier such as 'fused_gelu' that is no keyword or workspace file"
+        super().__init__(f"invalid op name {name!r}: {reason}")
+
+
+class OpExists(UsageError):
+    """`opgen new` of an op that is already in the workspace."""
+
+    def __init__(self, *, name: str, path: str) -> None:
+        self.hint = "pass --force to replace it (its files are overwritten), or choose another name"
+        super().__init__(f"op '{name}' already exists at {path}")
+
+
+class UnknownOp(UsageError):
+    """An op named on the command line that the workspace does not have."""
+
+    def __init__(self, *, name: str, known: Iterable[str]) -> None:
+        known = sorted(known)
+        self.hint = (
+            f"known ops: {', '.join(known)}" if known else "the workspace has no ops yet; create one with `opgen new <op>`"
+        )
+        super().__init__(f"no op named '{name}' in the workspace")
+
+
+class KindMismatch(UsageError):
+    """`--kind` that contradicts a known recipe's own kind."""
+
+    def __init__(self, *, name: str, kind: str, recipe_kind: str) -> None:
+        self.hint = f"drop --kind (the {name} recipe is {recipe_kind}), or choose another name for a {kind} skeleton"
+        super().__init__(f"'{name}' is a known {recipe_kind} op, not {kind}")
+
+
+class WorkspaceError(UsageError):
+    """The workspace folder cannot be used (not a folder, not an opgen workspace)."""
+
+    def __init__(self, *, path: str, reason: str, hint: str) -> None:
+        self.hint = hint
+        super().__init__(f"workspace {path}: {reason}")
+
+
+class RenderError(OpgenError):
+    """The template could not be rendered; nothing was written."""
+
+    def __init__(self, *, what: str, reason: str) -> None:
+        self.hint = "this is a bug in the opgen template; please report it with the command you ran"
+        super().__init__(f"could not render {what}: {reason}")
+
+
+class CudaToolkitNotFound(OpgenError):
+    """torch is a CUDA build and CUDA was asked for, but no usable toolkit was found."""
+
+    def __init__(self, *, reason: str) -> None:
+        self.hint = (
+            "set CUDA_HOME to the toolkit folder (the one holding bin/nvcc and lib64/libcudart.so), "
+            "or pass --cpu-only to build the CPU kernels alone"
+        )
+        super().__init__(f"no usable CUDA toolkit: {reason}")
+
+
+class BuildFailed(OpgenError):
+    """The workspace's setup.py failed."""
+
+    def __init__(self, *, ops: Iterable[str], first_error: str) -> None:
+        self.first_error = first_error
+        self.hint = "`opgen build -v` shows the full compiler output"
+        super().__init__(f"build failed for {', '.join(ops) or 'the workspace'}: {first_error}")
+
+
+class OpNotBuilt(OpgenError):
+    """Tests or benchmarks asked of an op that has no compiled library yet."""
+
+    def __init__(self, *, ops: Iterable[str]) -> None:
+        ops = list(ops)
+        self.hint = f"build first: opgen build {' '.join(ops)}"
+        super().__init__(f"not built yet: {', '.join(ops)}")
+
+
+class TestsFailed(OpgenError):
+    """Generated tests ran and some failed."""
+
+    __test__ = False  # not a pytest test class
+
+    def __init__(self, *, ops: Iterable[str], exit_code: int) -> None:
+        self.pytest_exit_code = exit_code
+        self.hint = "the failures are listed above; rerun one op with `opgen test <op>`"
+        super().__init__(f"tests failed for {', '.join(ops)} (pytest exit code {exit_code})")

@@ -1,0 +1,44 @@
+"""The recipes `opgen new` renders: working ops for known names, skeletons for the rest."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from opgen.errors import KindMismatch
+
+Kind = Literal["elementwise", "rowwise"]
+KINDS: tuple[Kind, ...] = ("elementwise", "rowwise")
+DEFAULT_KIND: Kind = "elementwise"
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """One folder of the template under ``template/ops/``."""
+
+    name: str
+    kind: Kind
+    summary: str
+    skeleton: bool = False
+
+
+KNOWN_RECIPES: dict[str, Recipe] = {
+    "softmax": Recipe("softmax", "rowwise", "softmax(x, dim=-1), as torch.softmax, fast on the last dim"),
+    "relu": Recipe("relu", "elementwise", "relu(x), as torch.relu"),
+    "gelu": Recipe("gelu", "elementwise", 'gelu(x, approximate="none"|"tanh"), as torch.nn.functional.gelu'),
+}
+
+SKELETONS: dict[Kind, Recipe] = {
+    "elementwise": Recipe("elementwise", "elementwise", "an elementwise skeleton to edit", skeleton=True),
+    "rowwise": Recipe("rowwise", "rowwise", "a row-wise (last-dim reduction) skeleton to edit", skeleton=True),
+}
+
+
+def recipe_for(op_name: str, kind: Kind | None = None) -> Recipe:
+    """The recipe for ``op_name``: its own when the name is known, else a skeleton of ``kind``."""
+    known = KNOWN_RECIPES.get(op_name)
+    if known is not None:
+        if kind is not None and kind != known.kind:
+            raise KindMismatch(name=op_name, kind=kind, recipe_kind=known.kind)
+        return known
+    return SKELETONS[kind or DEFAULT_KIND]

@@ -1,0 +1,72 @@
+"""Helpers the generated tests share: devices, dtypes, inputs, poisoning and comparison.
+
+Kept in opgen rather than pasted into every test file; the parts an op author tunes (its
+tolerances, shapes and reference) stay in the op's own test file.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import pytest
+import torch
+
+FLOAT_DTYPES: tuple[torch.dtype, ...] = (torch.float32, torch.float64, torch.float16, torch.bfloat16)
+
+NO_GPU_REASON = "no CUDA GPU found (torch.cuda.is_available() is False): CUDA tests run on a GPU machine"
+
+requires_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason=NO_GPU_REASON)
+
+# Parametrize over these: the CUDA case is reported as skipped, with the reason, without a GPU.
+DEVICES = (pytest.param("cpu", id="cpu"), pytest.param("cuda", id="cuda", marks=[requires_cuda, pytest.mark.cuda]))
+
+
+def random_tensor(
+    shape: Sequence[int], dtype: torch.dtype, device: str, *, scale: float = 3.0, generator_seed: int | None = None
+) -> torch.Tensor:
+    """Fresh normal values times ``scale``: never all zero, signs mixed, a few large entries."""
+    generator = torch.Generator().manual_seed(generator_seed) if generator_seed is not None else None
+    values = torch.randn(tuple(shape), dtype=torch.float64, generator=generator) * scale
+    return values.to(dtype=dtype, device=device)
+
+
+def non_contiguous(tensor: torch.Tensor) -> torch.Tensor:
+    """The same values as ``tensor`` in a non-contiguous view (every other element of a wider buffer)."""
+    if tensor.dim() == 0:
+        return tensor
+    wide = torch.full((*tensor.shape[:-1], tensor.shape[-1] * 2), float("nan"), dtype=tensor.dtype, device=tensor.device)
+    view = wide[..., ::2]
+    view.copy_(tensor)
+    assert tensor.numel() <= 1 or not view.is_contiguous()
+    return view
+
+
+def poison_allocator(device: str, nbytes: int) -> None:
+    """Leave NaN in memory the next allocation of about ``nbytes`` will likely reuse.
+
+    Outputs come from at::empty; on CUDA the caching allocator hands back the block just freed,
+    so an element a kernel forgets to write reads as NaN instead of a plausible stale value.
+    """
+    if nbytes <= 0:
+        return
+    block = torch.full((nbytes // 4 + 1,), float("nan"), dtype=torch.float32, device=device)
+    del block
+
+
+def assert_close(
+    actual: torch.Tensor,
+    expected: torch.Tensor,
+    tolerances: Mapping[torch.dtype, tuple[float, float]],
+    *,
+    dtype: torch.dtype | None = None,
+) -> None:
+    """Compare ``actual`` to a float64 ``expected`` with the (rtol, atol) of ``actual``'s dtype."""
+    rtol, atol = tolerances[dtype or actual.dtype]
+    assert actual.shape == expected.shape, f"shape {tuple(actual.shape)} != expected {tuple(expected.shape)}"
+    torch.testing.assert_close(
+        actual.detach().to(device="cpu", dtype=torch.float64),
+        expected.detach().to(device="cpu", dtype=torch.float64),
+        rtol=rtol,
+        atol=atol,
+        equal_nan=True,
+    )
