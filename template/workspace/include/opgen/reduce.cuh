@@ -103,6 +103,10 @@ __device__ __forceinline__ T block_allreduce_with(T value, Combine combine, T id
   return value;
 }
 
+// log2(e), for exp(x) as exp2(x * kLog2e): exp2 of a float is a single MUFU.EX2 instruction.
+template <typename T>
+constexpr T kLog2e = T(1.4426950408889634);
+
 // Online softmax normalizer (Milakov & Gimelshein, "Online normalizer calculation for softmax",
 // 2018): the max of some values and the sum of exp(value - max). Two of them merge without
 // revisiting the values, so a row can be reduced in pieces, in any order, in one read.
@@ -123,8 +127,9 @@ struct MergeMaxExpSum {
     const T hi_sum = b_higher ? b.sum : a.sum;
     const T lo_sum = b_higher ? a.sum : b.sum;
     // Only the part with the smaller max is rescaled; equal maxima need none (and both -inf
-    // would make exp(-inf - -inf) a NaN).
-    const T lo_scaled = lo_max == hi_max ? lo_sum : lo_sum * exp(lo_max - hi_max);
+    // would make exp(-inf - -inf) a NaN). The fast exp2's error grows with the gap between the
+    // maxima, but the part it scales shrinks faster, as e^-gap.
+    const T lo_scaled = lo_max == hi_max ? lo_sum : lo_sum * exp2((lo_max - hi_max) * kLog2e<T>);
     return {hi_max, hi_sum + lo_scaled};
   }
 };
