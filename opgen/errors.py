@@ -46,7 +46,9 @@ class UnknownOp(UsageError):
     def __init__(self, *, name: str, known: Iterable[str]) -> None:
         known = sorted(known)
         self.hint = (
-            f"known ops: {', '.join(known)}" if known else "the workspace has no ops yet; create one with `opgen new <op>`"
+            f"known ops: {', '.join(known)}"
+            if known
+            else "the workspace has no ops yet; create one with `opgen new <op>`"
         )
         super().__init__(f"no op named '{name}' in the workspace")
 
@@ -113,3 +115,11 @@ class TestsFailed(OpgenError):
         self.pytest_exit_code = exit_code
         self.hint = "the failures are listed above; rerun one op with `opgen test <op>`"
         super().__init__(f"tests failed for {', '.join(ops)} (pytest exit code {exit_code})")
+
+
+class BenchFailed(OpgenError):
+    """A generated benchmark exited with an error."""
+
+    def __init__(self, *, op: str, exit_code: int) -> None:
+        self.hint = f"its output is above; run `python -m <workspace>.{op}.bench_{op} --help` for its options"
+        super().__init__(f"benchmark of '{op}' failed (exit code {exit_code})")

@@ -34,7 +34,9 @@ def non_contiguous(tensor: torch.Tensor) -> torch.Tensor:
     """The same values as ``tensor`` in a non-contiguous view (every other element of a wider buffer)."""
     if tensor.dim() == 0:
         return tensor
-    wide = torch.full((*tensor.shape[:-1], tensor.shape[-1] * 2), float("nan"), dtype=tensor.dtype, device=tensor.device)
+    wide = torch.full(
+        (*tensor.shape[:-1], tensor.shape[-1] * 2), float("nan"), dtype=tensor.dtype, device=tensor.device
+    )
     view = wide[..., ::2]
     view.copy_(tensor)
     assert tensor.numel() <= 1 or not view.is_contiguous()

@@ -69,6 +69,11 @@ def _home_behind(nvcc_on_path: str) -> Path | None:
     return home if is_toolkit(home) else None
 
 
+def _versioned_locations() -> list[Path]:
+    """/usr/local/cuda-X.Y folders, newest first."""
+    return sorted(Path("/usr/local").glob("cuda-*"), reverse=True)
+
+
 def find_cuda_toolkit(env: Mapping[str, str] | None = None) -> CudaToolkit | None:
     """The CUDA toolkit to build with, or None when the machine has none.
 
@@ -86,12 +91,10 @@ def find_cuda_toolkit(env: Mapping[str, str] | None = None) -> CudaToolkit | Non
             return CudaToolkit(home.resolve(), nvcc_version(home / "bin" / "nvcc"))
     nvcc_on_path = shutil.which("nvcc", path=env.get("PATH"))
     if nvcc_on_path is not None:
-        home = _home_behind(nvcc_on_path)
-        if home is not None:
-            return CudaToolkit(home, nvcc_version(home / "bin" / "nvcc"))
-    candidates = [Path(location) for location in STANDARD_LOCATIONS]
-    candidates += sorted(Path("/usr/local").glob("cuda-*"), reverse=True)
-    for home in candidates:
+        behind = _home_behind(nvcc_on_path)
+        if behind is not None:
+            return CudaToolkit(behind, nvcc_version(behind / "bin" / "nvcc"))
+    for home in [Path(location) for location in STANDARD_LOCATIONS] + _versioned_locations():
         if is_toolkit(home):
             return CudaToolkit(home.resolve(), nvcc_version(home / "bin" / "nvcc"))
     if nvcc_on_path is not None:

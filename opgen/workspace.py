@@ -32,7 +32,9 @@ class Workspace:
                 hint="name the workspace folder like a Python package, e.g. generated_ops or my_ops",
             )
         if resolved.exists() and not resolved.is_dir():
-            raise WorkspaceError(path=str(resolved), reason="it is a file, not a folder", hint="choose another --workspace")
+            raise WorkspaceError(
+                path=str(resolved), reason="it is a file, not a folder", hint="choose another --workspace"
+            )
         return cls(resolved)
 
     @property

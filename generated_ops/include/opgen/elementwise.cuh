@@ -1,0 +1,84 @@
+// One vectorized CUDA kernel for every elementwise op: out[i] = fn(in_0[i], ..., in_k[i]).
+// An op supplies only `fn`, a functor over its math type (float for half/bfloat16, so the math
+// accumulates in fp32); loads, stores, the scalar tail and the grid live here once.
+#pragma once
+
+#include <ATen/OpMathType.h>
+#include <ATen/core/Tensor.h>
+#include <c10/cuda/CUDAStream.h>
+
+#include <cstdint>
+#include <utility>
+
+#include "opgen/launch.cuh"
+#include "opgen/vec.cuh"
+
+namespace opgen {
+
+template <typename T, int kArity>
+struct InputPointers {
+  const T* ptr[kArity];
+};
+
+constexpr int kElementwiseThreads = 256;
+
+template <typename Fn, typename T, int kVec, int kArity, std::size_t... I>
+__device__ __forceinline__ at::opmath_type<T> apply_at(const Fn& fn,
+                                                       const Pack<T, kVec> (&packs)[kArity],
+                                                       int j, std::index_sequence<I...>) {
+  using math_t = at::opmath_type<T>;
+  return fn(static_cast<math_t>(packs[I].elem[j])...);
+}
+
+template <int kArity, int kVec, typename T, typename Fn>
+__global__ void __launch_bounds__(kElementwiseThreads)
+    elementwise_kernel(T* __restrict__ out, InputPointers<T, kArity> in, int64_t n, Fn fn) {
+  const int64_t num_packs = n / kVec;
+  const int64_t first = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t p = first; p < num_packs; p += stride) {
+    Pack<T, kVec> packs[kArity];
+#pragma unroll
+    for (int a = 0; a < kArity; ++a) packs[a] = load_pack<T, kVec>(in.ptr[a] + p * kVec);
+    Pack<T, kVec> result;
+#pragma unroll
+    for (int j = 0; j < kVec; ++j) {
+      result.elem[j] = static_cast<T>(apply_at(fn, packs, j, std::make_index_sequence<kArity>{}));
+    }
+    store_pack<T, kVec>(out + p * kVec, result);
+  }
+  // The elements after the last whole pack (fewer than kVec of them).
+  for (int64_t i = num_packs * kVec + first; i < n; i += stride) {
+    Pack<T, 1> scalars[kArity];
+#pragma unroll
+    for (int a = 0; a < kArity; ++a) scalars[a].elem[0] = in.ptr[a][i];
+    out[i] = static_cast<T>(apply_at(fn, scalars, 0, std::make_index_sequence<kArity>{}));
+  }
+}
+
+// Runs `fn` over contiguous tensors of equal numel on the current stream. The caller holds the
+// device guard and has checked the inputs; `out` is freshly allocated.
+template <typename T, typename Fn, typename... Tensors>
+void launch_elementwise(const at::Tensor& out, Fn fn, const Tensors&... inputs) {
+  constexpr int kArity = sizeof...(Tensors);
+  static_assert(kArity >= 1, "an elementwise op needs at least one input");
+  const int64_t n = out.numel();
+  if (n == 0) return;
+  const InputPointers<T, kArity> in{{inputs.template const_data_ptr<T>()...}};
+  T* out_ptr = out.template mutable_data_ptr<T>();
+  const auto stream = c10::cuda::getCurrentCUDAStream();
+  constexpr int kVec = pack_size<T>();
+  // Views with a storage offset can start off a 16-byte boundary; those take the scalar path.
+  const bool aligned = is_aligned(out_ptr, kVectorBytes) &&
+                       (is_aligned(inputs.const_data_ptr(), kVectorBytes) && ...);
+  if (aligned) {
+    const int64_t grid = grid_size((n + kVec - 1) / kVec, kElementwiseThreads);
+    elementwise_kernel<kArity, kVec, T><<<grid, kElementwiseThreads, 0, stream>>>(out_ptr, in, n, fn);
+  } else {
+    const int64_t grid = grid_size(n, kElementwiseThreads);
+    elementwise_kernel<kArity, 1, T><<<grid, kElementwiseThreads, 0, stream>>>(out_ptr, in, n, fn);
+  }
+  OPGEN_CHECK_LAUNCH();
+}
+
+}  // namespace opgen

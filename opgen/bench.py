@@ -1,0 +1,276 @@
+"""Timing and reporting shared by the ops' generated benchmarks.
+
+A benchmark file declares its shapes and calls :func:`run_benchmark`; everything else lives here:
+fresh non-zero inputs, warm-up, CUDA-event timing with the median of many repetitions, the
+bytes-moved model, and, side by side in the same run, the op, PyTorch eager, torch.compile of
+the reference, and a device copy of the same bytes (the practical bandwidth ceiling).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import platform
+import statistics
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+# A few L2s' worth (an H200 has 60 MB): flushing before each timed call means every input is
+# read from device memory, as in a real model where activations do not stay in cache.
+L2_FLUSH_BYTES = 256 * 2**20
+
+
+@dataclass(frozen=True)
+class Workload:
+    """One shape to time: how to make its inputs and how many bytes a pass must move."""
+
+    label: str
+    numel: int
+    make_inputs: Callable[[], tuple[torch.Tensor, ...]]
+    # Each input read once, each output written once: the fewest bytes any kernel can move.
+    bytes_moved: int
+
+
+@dataclass
+class Measurement:
+    """One contender on one workload."""
+
+    op: str
+    direction: str
+    contender: str
+    workload: str
+    dtype: str
+    device: str
+    numel: int
+    bytes_moved: int
+    median_ms: float
+    gbps: float
+    percent_of_copy: float | None = None
+    speedup_vs_eager: float | None = None
+    speedup_vs_compile: float | None = None
+
+
+@dataclass
+class Report:
+    """Everything a run measured, with the environment that produced it."""
+
+    op: str
+    environment: dict[str, Any]
+    measurements: list[Measurement] = field(default_factory=list)
+
+    def to_json(self) -> str:
+        return json.dumps({"op": self.op, "environment": self.environment,
+                           "measurements": [asdict(m) for m in self.measurements]}, indent=2)  # fmt: skip
+
+
+def environment(device: str) -> dict[str, Any]:
+    info: dict[str, Any] = {
+        "torch": torch.__version__,
+        "cuda": torch.version.cuda,
+        "python": platform.python_version(),
+        "device": device,
+        "bytes_model": "each input read once, each output written once",
+        "timing": "median of repetitions after warm-up; CUDA events on GPU, perf_counter on CPU",
+    }
+    if device == "cuda":
+        info["gpu"] = torch.cuda.get_device_name()
+        info["gpu_capability"] = ".".join(map(str, torch.cuda.get_device_capability()))
+    else:
+        info["cpu"] = platform.processor() or platform.machine()
+    return info
+
+
+def time_ms(fn: Callable[[], object], device: str, *, warmup: int = 10, repetitions: int = 50) -> float:
+    """Median milliseconds of ``fn()`` after ``warmup`` calls, L2 flushed before each call."""
+    for _ in range(warmup):
+        fn()
+    times: list[float] = []
+    if device == "cuda":
+        flush = torch.empty(L2_FLUSH_BYTES, dtype=torch.uint8, device=device)
+        starts = [torch.cuda.Event(enable_timing=True) for _ in range(repetitions)]
+        ends = [torch.cuda.Event(enable_timing=True) for _ in range(repetitions)]
+        torch.cuda.synchronize()
+        for start, end in zip(starts, ends, strict=True):
+            flush.zero_()
+            start.record()
+            fn()
+            end.record()
+        torch.cuda.synchronize()
+        times = [start.elapsed_time(end) for start, end in zip(starts, ends, strict=True)]
+    else:
+        for _ in range(repetitions):
+            began = time.perf_counter()
+            fn()
+            times.append((time.perf_counter() - began) * 1e3)
+    return statistics.median(times)
+
+
+def _copy_contender(inputs: tuple[torch.Tensor, ...], bytes_moved: int) -> Callable[[], object]:
+    """A device-to-device copy moving ``bytes_moved`` bytes (half read, half written)."""
+    source = torch.empty(bytes_moved // 2, dtype=torch.uint8, device=inputs[0].device).random_(1, 255)
+    target = torch.empty_like(source)
+    return lambda: target.copy_(source)
+
+
+def run_benchmark(
+    op: str,
+    workloads: Sequence[Workload],
+    *,
+    forward: Callable[..., torch.Tensor],
+    reference: Callable[..., torch.Tensor],
+    backward: Callable[..., torch.Tensor] | None = None,
+    reference_backward: Callable[..., torch.Tensor] | None = None,
+    backward_workloads: Sequence[Workload] = (),
+    dtype: torch.dtype,
+    device: str,
+    include_compile: bool = True,
+    repetitions: int = 50,
+) -> list[Measurement]:
+    """Time every contender on every workload; fills in GB/s, % of copy and speed-ups."""
+    results: list[Measurement] = []
+    directions = [("forward", workloads, forward, reference)]
+    if backward is not None and reference_backward is not None:
+        directions.append(("backward", backward_workloads, backward, reference_backward))
+    compiled_cache: dict[str, Callable[..., torch.Tensor]] = {}
+    for direction, direction_workloads, candidate, eager in directions:
+        if include_compile:
+            compiled_cache[direction] = torch.compile(eager)
+        for workload in direction_workloads:
+            inputs = workload.make_inputs()
+            contenders: dict[str, Callable[[], object]] = {
+                "opgen": functools.partial(candidate, *inputs),
+                "eager": functools.partial(eager, *inputs),
+            }
+            if include_compile:
+                contenders["compile"] = functools.partial(compiled_cache[direction], *inputs)
+            if device == "cuda":
+                contenders["copy"] = _copy_contender(inputs, workload.bytes_moved)
+            rows = {}
+            for name, fn in contenders.items():
+                median = time_ms(fn, device, repetitions=repetitions)
+                rows[name] = Measurement(
+                    op=op, direction=direction, contender=name, workload=workload.label,
+                    dtype=str(dtype).removeprefix("torch."), device=device, numel=workload.numel,
+                    bytes_moved=workload.bytes_moved, median_ms=median,
+                    gbps=workload.bytes_moved / (median * 1e-3) / 1e9,
+                )  # fmt: skip
+            for row in rows.values():
+                if "copy" in rows:
+                    row.percent_of_copy = 100 * row.gbps / rows["copy"].gbps
+                row.speedup_vs_eager = rows["eager"].median_ms / row.median_ms
+                if "compile" in rows:
+                    row.speedup_vs_compile = rows["compile"].median_ms / row.median_ms
+            results.extend(rows.values())
+            del inputs
+    return results
+
+
+def print_table(measurements: Sequence[Measurement], title: str) -> None:
+    """A rich table, one row per (direction, workload, contender)."""
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=title)
+    for column in ("dir", "shape", "dtype", "contender", "ms", "GB/s", "% copy", "vs eager", "vs compile"):
+        table.add_column(column, justify="right" if column not in ("dir", "shape", "contender") else "left")
+    for m in measurements:
+        table.add_row(
+            m.direction, m.workload, m.dtype, m.contender, f"{m.median_ms:.4f}", f"{m.gbps:,.0f}",
+            "" if m.percent_of_copy is None else f"{m.percent_of_copy:.1f}",
+            "" if m.speedup_vs_eager is None else f"{m.speedup_vs_eager:.2f}x",
+            "" if m.speedup_vs_compile is None else f"{m.speedup_vs_compile:.2f}x",
+        )  # fmt: skip
+    Console().print(table)
+
+
+def write_json(report: Report, path: Path) -> None:
+    path.write_text(report.to_json())
+
+
+def plot(report: Report, path: Path) -> None:
+    """GB/s against size, one line per contender, one panel per direction and dtype."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    panels = sorted({(m.direction, m.dtype) for m in report.measurements})
+    figure, axes = plt.subplots(1, len(panels), figsize=(6 * len(panels), 4.5), squeeze=False)
+    for axis, (direction, dtype) in zip(axes[0], panels, strict=True):
+        rows = [m for m in report.measurements if m.direction == direction and m.dtype == dtype]
+        labels = list(dict.fromkeys(m.workload for m in rows))
+        for contender in dict.fromkeys(m.contender for m in rows):
+            values = {m.workload: m.gbps for m in rows if m.contender == contender}
+            axis.plot(
+                range(len(labels)), [values.get(label, float("nan")) for label in labels], marker="o", label=contender
+            )
+        axis.set_xticks(range(len(labels)), labels, rotation=30, ha="right", fontsize=8)
+        axis.set_ylabel("GB/s (bytes each input read once + output written once)")
+        axis.set_title(f"{report.op} {direction}, {dtype}")
+        axis.grid(alpha=0.3)
+        axis.legend()
+    device = report.environment.get("gpu") or report.environment.get("cpu", "")
+    figure.suptitle(f"{report.op} on {device}, torch {report.environment['torch']}")
+    figure.tight_layout()
+    figure.savefig(path, dpi=120)
+    plt.close(figure)
+
+
+def bench_main(
+    op: str,
+    make_workloads: Callable[[torch.dtype, str, int], Sequence[Workload]],
+    *,
+    forward: Callable[..., torch.Tensor],
+    reference: Callable[..., torch.Tensor],
+    backward: Callable[..., torch.Tensor] | None = None,
+    reference_backward: Callable[..., torch.Tensor] | None = None,
+    argv: Sequence[str] | None = None,
+) -> Report:
+    """The command line of a generated benchmark: parse, time, print, save."""
+    import argparse
+
+    parser = argparse.ArgumentParser(
+        description=f"Benchmark {op} against PyTorch eager, torch.compile and a device copy."
+    )
+    parser.add_argument("--device", choices=["cuda", "cpu"], default="cuda" if torch.cuda.is_available() else "cpu")
+    parser.add_argument("--dtype", action="append", choices=["float32", "bfloat16", "float16", "float64"],
+                        help="repeatable; default float32 and bfloat16")  # fmt: skip
+    parser.add_argument("--json", type=Path, help="write the measurements and the environment as JSON here")
+    parser.add_argument("--plot", type=Path, help="write a PNG of GB/s against size here")
+    parser.add_argument(
+        "--no-compile", action="store_true", help="leave torch.compile out (it compiles for minutes on a CPU)"
+    )
+    parser.add_argument(
+        "--repetitions", type=int, default=50, help="timed calls per measurement; the median is reported"
+    )
+    options = parser.parse_args(argv)
+    if options.device == "cuda" and not torch.cuda.is_available():
+        parser.error("--device cuda: no CUDA GPU found; use --device cpu")
+    report = Report(op=op, environment=environment(options.device))
+    for dtype_name in options.dtype or ["float32", "bfloat16"]:
+        dtype = getattr(torch, dtype_name)
+        measurements = run_benchmark(
+            op,
+            make_workloads(dtype, options.device, 2),
+            forward=forward,
+            reference=reference,
+            backward=backward,
+            reference_backward=reference_backward,
+            backward_workloads=make_workloads(dtype, options.device, 3),
+            dtype=dtype,
+            device=options.device,
+            include_compile=not options.no_compile,
+            repetitions=options.repetitions,
+        )
+        report.measurements.extend(measurements)
+        print_table(measurements, f"{op} on {options.device}, {dtype_name}")
+    if options.json:
+        write_json(report, options.json)
+    if options.plot:
+        plot(report, options.plot)
+    return report

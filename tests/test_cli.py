@@ -1,0 +1,81 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from opgen.cli import app
+
+runner = CliRunner()
+
+
+def run(*args: str):  # type: ignore[no-untyped-def]
+    return runner.invoke(app, list(args))
+
+
+@pytest.fixture
+def ws(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.delenv("OPGEN_WORKSPACE", raising=False)
+    return tmp_path / "generated_ops"
+
+
+def test_help_teaches_the_three_commands() -> None:
+    result = run("--help")
+    assert result.exit_code == 0
+    for word in ("new", "build", "test", "bench", "softmax"):
+        assert word in result.stdout
+
+
+@pytest.mark.parametrize(
+    "name", ["Softmax", "my-op", "../evil", "a/b", "class", "include", "setup", "build", "template"]
+)
+def test_new_refuses_bad_names_with_exit_2_and_writes_nothing(ws: Path, name: str) -> None:
+    result = run("new", name, "--workspace", str(ws))
+    assert result.exit_code == 2
+    first_line = result.stderr.splitlines()[0]
+    assert first_line.startswith("error: invalid op name")
+    assert "hint:" in result.stderr
+    assert not ws.exists()
+
+
+def test_new_then_new_again_needs_force(ws: Path) -> None:
+    assert run("new", "relu", "--workspace", str(ws)).exit_code == 0
+    again = run("new", "relu", "--workspace", str(ws))
+    assert again.exit_code == 2 and "already exists" in again.stderr and "--force" in again.stderr
+    assert run("new", "relu", "--workspace", str(ws), "--force").exit_code == 0
+
+
+def test_new_refuses_a_contradicting_kind(ws: Path) -> None:
+    result = run("new", "softmax", "--kind", "elementwise", "--workspace", str(ws))
+    assert result.exit_code == 2 and "known rowwise op" in result.stderr
+    assert not (ws / "softmax").exists()
+
+
+def test_new_refuses_an_unknown_kind(ws: Path) -> None:
+    assert run("new", "my_op", "--kind", "diagonal", "--workspace", str(ws)).exit_code == 2
+
+
+def test_workspace_from_environment(ws: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OPGEN_WORKSPACE", str(ws))
+    assert run("new", "gelu").exit_code == 0
+    assert (ws / "gelu" / "csrc" / "gelu_cuda.cu").is_file()
+
+
+@pytest.mark.parametrize("command", ["build", "test"])
+def test_unknown_op_lists_the_known_ones(ws: Path, command: str) -> None:
+    run("new", "relu", "--workspace", str(ws))
+    result = run(command, "nope", "--workspace", str(ws))
+    assert result.exit_code == 2
+    assert "no op named 'nope'" in result.stderr and "known ops: relu" in result.stderr
+
+
+def test_build_without_a_workspace_says_how_to_make_one(ws: Path) -> None:
+    result = run("build", "--workspace", str(ws))
+    assert result.exit_code == 2 and "opgen new" in result.stderr
+
+
+def test_test_of_an_unbuilt_op_says_to_build_it(ws: Path) -> None:
+    run("new", "relu", "--workspace", str(ws))
+    result = run("test", "relu", "--workspace", str(ws))
+    assert result.exit_code == 1 and "opgen build relu" in result.stderr

@@ -1,0 +1,113 @@
+"""The product's main job, for real: generate, build (C++ and CUDA where a toolkit is present),
+and run the generated tests of softmax, gelu and a skeleton of each kind in a fresh workspace."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from opgen.toolchain import find_cuda_toolkit
+
+pytestmark = pytest.mark.slow
+
+OPS = {"softmax": None, "gelu": None, "my_op": "elementwise", "row_op": "rowwise"}
+
+
+def opgen(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "opgen", *args], cwd=cwd, capture_output=True, text=True)
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, subprocess.CompletedProcess[str]]:
+    root = tmp_path_factory.mktemp("project")
+    for name, kind in OPS.items():
+        result = opgen("new", name, *(["--kind", kind] if kind else []), cwd=root)
+        assert result.returncode == 0, result.stderr
+    build = opgen("build", cwd=root)
+    assert build.returncode == 0, build.stdout + build.stderr
+    return root, build
+
+
+def cuda_compilable() -> bool:
+    return torch.version.cuda is not None and find_cuda_toolkit() is not None
+
+
+def test_build_compiles_cuda_where_a_toolkit_is_found(built: tuple[Path, subprocess.CompletedProcess[str]]) -> None:
+    root, build = built
+    if cuda_compilable():
+        assert "CPU and CUDA kernels" in build.stdout
+    else:
+        assert "CPU kernels only" in build.stdout
+    for name in OPS:
+        assert list((root / "generated_ops" / name).glob("_C*.so")), name
+
+
+def test_generated_tests_pass(built: tuple[Path, subprocess.CompletedProcess[str]]) -> None:
+    root, _ = built
+    result = opgen("test", cwd=root)
+    assert result.returncode == 0, result.stdout[-5000:] + result.stderr[-2000:]
+    assert " passed" in result.stdout and " failed" not in result.stdout
+    if not torch.cuda.is_available():
+        assert "no CUDA GPU found" in result.stdout  # CUDA tests skip with their reason, never silently
+
+
+def test_package_offers_every_op_both_ways(built: tuple[Path, subprocess.CompletedProcess[str]]) -> None:
+    root, _ = built
+    script = f"""
+import torch, generated_ops as g
+x = torch.randn(4, 10)
+assert sorted(g.built_ops) == sorted({list(OPS)!r})
+torch.testing.assert_close(g.softmax(x), torch.softmax(x, -1))
+torch.testing.assert_close(torch.ops.generated_ops.gelu(x, "tanh"), torch.nn.functional.gelu(x, approximate="tanh"))
+for name in {list(OPS)!r}:
+    has_cuda = torch._C._dispatch_has_kernel_for_dispatch_key(f"generated_ops::{{name}}", "CUDA")
+    print(name, "cuda" if has_cuda else "cpu-only")
+"""
+    result = subprocess.run([sys.executable, "-c", script], cwd=root, capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    expected = "cuda" if cuda_compilable() else "cpu-only"
+    assert result.stdout.split() == [word for name in OPS for word in (name, expected)]
+
+
+def test_bench_on_cpu_writes_the_documented_json(
+    built: tuple[Path, subprocess.CompletedProcess[str]], tmp_path: Path
+) -> None:
+    root, _ = built
+    report = tmp_path / "softmax.json"
+    result = opgen(
+        "bench", "softmax", "--device", "cpu", "--dtype", "float32", "--no-compile", "--json", str(report), cwd=root
+    )
+    assert result.returncode == 0, result.stderr
+    data = json.loads(report.read_text())
+    assert {"torch", "cuda", "device", "bytes_model"} <= data["environment"].keys()
+    contenders = {m["contender"] for m in data["measurements"]}
+    assert contenders == {"opgen", "eager"}
+    for measurement in data["measurements"]:
+        assert measurement["median_ms"] > 0 and measurement["gbps"] > 0
+        assert measurement["direction"] in {"forward", "backward"}
+
+
+def test_broken_op_fails_the_build_with_its_first_error(built: tuple[Path, subprocess.CompletedProcess[str]]) -> None:
+    root, _ = built
+    result = opgen("new", "broken", cwd=root)
+    assert result.returncode == 0
+    source = root / "generated_ops" / "broken" / "csrc" / "broken_cpu.cpp"
+    source.write_text(source.read_text().replace("CHECK_FLOATING(x);", "CHECK_FLOATING(x)  // missing semicolon", 1))
+    try:
+        failed = opgen(
+            "build",
+            "broken",
+            "--cpu-only",
+            cwd=root,
+        )
+        assert failed.returncode == 1
+        assert "broken_cpu.cpp" in failed.stderr and "error" in failed.stderr
+    finally:
+        subprocess.run(["rm", "-rf", str(root / "generated_ops" / "broken")], check=True)
+    assert os.path.isdir(root / "generated_ops" / "softmax")
