@@ -22,6 +22,11 @@ struct InputPointers {
 
 constexpr int kElementwiseThreads = 256;
 
+// Packs per thread per loop trip, all loaded before any is used: with one 16-byte load in flight
+// per thread a full H200 holds about 32 KB per SM in flight, short of the ~25-50 KB that its
+// bandwidth-latency product asks for; four gives ample headroom.
+constexpr int kElementwiseUnroll = 4;
+
 template <typename Fn, typename T, int kVec, int kArity, std::size_t... I>
 __device__ __forceinline__ at::opmath_type<T> apply_at(const Fn& fn,
                                                        const Pack<T, kVec> (&packs)[kArity],
@@ -33,21 +38,35 @@ __device__ __forceinline__ at::opmath_type<T> apply_at(const Fn& fn,
 template <int kArity, int kVec, typename T, typename Fn>
 __global__ void __launch_bounds__(kElementwiseThreads)
     elementwise_kernel(T* __restrict__ out, InputPointers<T, kArity> in, int64_t n, Fn fn) {
+  constexpr int64_t kPacksPerBlockTrip = static_cast<int64_t>(kElementwiseThreads) * kElementwiseUnroll;
   const int64_t num_packs = n / kVec;
-  const int64_t first = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  for (int64_t p = first; p < num_packs; p += stride) {
-    Pack<T, kVec> packs[kArity];
+  for (int64_t base = static_cast<int64_t>(blockIdx.x) * kPacksPerBlockTrip; base < num_packs;
+       base += static_cast<int64_t>(gridDim.x) * kPacksPerBlockTrip) {
+    Pack<T, kVec> packs[kElementwiseUnroll][kArity];
 #pragma unroll
-    for (int a = 0; a < kArity; ++a) packs[a] = load_pack<T, kVec>(in.ptr[a] + p * kVec);
-    Pack<T, kVec> result;
+    for (int u = 0; u < kElementwiseUnroll; ++u) {
+      const int64_t p = base + u * kElementwiseThreads + threadIdx.x;  // coalesced across the warp
+      if (p < num_packs) {
 #pragma unroll
-    for (int j = 0; j < kVec; ++j) {
-      result.elem[j] = static_cast<T>(apply_at(fn, packs, j, std::make_index_sequence<kArity>{}));
+        for (int a = 0; a < kArity; ++a) packs[u][a] = load_pack<T, kVec>(in.ptr[a] + p * kVec);
+      }
     }
-    store_pack<T, kVec>(out + p * kVec, result);
+#pragma unroll
+    for (int u = 0; u < kElementwiseUnroll; ++u) {
+      const int64_t p = base + u * kElementwiseThreads + threadIdx.x;
+      if (p < num_packs) {
+        Pack<T, kVec> result;
+#pragma unroll
+        for (int j = 0; j < kVec; ++j) {
+          result.elem[j] = static_cast<T>(apply_at(fn, packs[u], j, std::make_index_sequence<kArity>{}));
+        }
+        store_pack<T, kVec>(out + p * kVec, result);
+      }
+    }
   }
   // The elements after the last whole pack (fewer than kVec of them).
+  const int64_t first = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t i = num_packs * kVec + first; i < n; i += stride) {
     Pack<T, 1> scalars[kArity];
 #pragma unroll
@@ -72,10 +91,10 @@ void launch_elementwise(const at::Tensor& out, Fn fn, const Tensors&... inputs) 
   const bool aligned = is_aligned(out_ptr, kVectorBytes) &&
                        (is_aligned(inputs.const_data_ptr(), kVectorBytes) && ...);
   if (aligned) {
-    const int64_t grid = grid_size((n + kVec - 1) / kVec, kElementwiseThreads);
+    const int64_t grid = grid_size((n / kVec + kElementwiseUnroll - 1) / kElementwiseUnroll, kElementwiseThreads);
     elementwise_kernel<kArity, kVec, T><<<grid, kElementwiseThreads, 0, stream>>>(out_ptr, in, n, fn);
   } else {
-    const int64_t grid = grid_size(n, kElementwiseThreads);
+    const int64_t grid = grid_size((n + kElementwiseUnroll - 1) / kElementwiseUnroll, kElementwiseThreads);
     elementwise_kernel<kArity, 1, T><<<grid, kElementwiseThreads, 0, stream>>>(out_ptr, in, n, fn);
   }
   OPGEN_CHECK_LAUNCH();
