@@ -16,14 +16,14 @@ if ! python3 -c "import copier" 2>/dev/null; then
   python3 -m pip install -q --no-index --no-deps --target /tmp/site "$repo"/.whl/*.whl && export PYTHONPATH=/tmp/site
 fi
 python3 -m pip install -q --no-deps --no-build-isolation -e "$repo" >/dev/null
-nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv | tee "$OUT/gpu.txt"
-python3 -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda)" | tee -a "$OUT/gpu.txt"
+{ nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv
+  python3 -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda)"; } | tee "$OUT/build.log"
 
 work=$(mktemp -d); cd "$work"
 for op in "${ops[@]}"; do
   case $op in row_op) opgen new "$op" --kind rowwise ;; *) opgen new "$op" ;; esac || exit 1
 done
-opgen build -j 16 "${ops[@]}" 2>&1 | tee "$OUT/build.log" || exit 1
+opgen build -j 16 "${ops[@]}" 2>&1 | tee -a "$OUT/build.log" || exit 1
 
 status=0
 if [ "$mode" != bench ]; then
@@ -34,7 +34,7 @@ fi
 if [ "$mode" != test ]; then
   for op in "${ops[@]}"; do
     case $op in softmax|relu|gelu) ;; *) continue ;; esac
-    opgen bench "$op" --json "$OUT/bench_$op.json" --plot "$OUT/bench_$op.png" 2>&1 | tee "$OUT/bench_$op.log"
+    opgen bench "$op" --json "$OUT/bench_$op.json" --plot "$OUT/bench_$op.png" 2>&1 | tee -a "$OUT/bench.log"
   done
 fi
 exit $status
