@@ -192,6 +192,30 @@ def write_json(report: Report, path: Path) -> None:
     path.write_text(report.to_json())
 
 
+def markdown_table(report: Report) -> str:
+    """One row per (direction, dtype, shape): GB/s and % of the copy ceiling of every contender."""
+    contenders = list(dict.fromkeys(m.contender for m in report.measurements))
+    header = ["direction", "dtype", "shape", *(f"{name} GB/s (% copy)" for name in contenders)]
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    groups: dict[tuple[str, str, str], dict[str, Measurement]] = {}
+    for m in report.measurements:
+        groups.setdefault((m.direction, m.dtype, m.workload), {})[m.contender] = m
+    for (direction, dtype, workload), row in groups.items():
+        cells = []
+        for name in contenders:
+            cell = row.get(name)
+            if cell is None:
+                cells.append("")
+            elif cell.percent_of_copy is None:
+                cells.append(f"{cell.gbps:,.0f}")
+            else:
+                cells.append(f"{cell.gbps:,.0f} ({cell.percent_of_copy:.0f}%)")
+        lines.append("| " + " | ".join([direction, dtype, workload, *cells]) + " |")
+    device = report.environment.get("gpu") or report.environment.get("cpu", "")
+    title = f"{report.op} on {device}, torch {report.environment['torch']}, CUDA {report.environment['cuda']}"
+    return f"**{title}**\n\n" + "\n".join(lines) + "\n"
+
+
 def plot(report: Report, path: Path) -> None:
     """GB/s against size, one line per contender, one panel per direction and dtype."""
     import matplotlib
@@ -242,6 +266,7 @@ def bench_main(
                         help="repeatable; default float32 and bfloat16")  # fmt: skip
     parser.add_argument("--json", type=Path, help="write the measurements and the environment as JSON here")
     parser.add_argument("--plot", type=Path, help="write a PNG of GB/s against size here")
+    parser.add_argument("--markdown", type=Path, help="write a markdown table of GB/s and %% of copy here")
     parser.add_argument(
         "--no-compile", action="store_true", help="leave torch.compile out (it compiles for minutes on a CPU)"
     )
@@ -273,4 +298,6 @@ def bench_main(
         write_json(report, options.json)
     if options.plot:
         plot(report, options.plot)
+    if options.markdown:
+        options.markdown.write_text(markdown_table(report))
     return report

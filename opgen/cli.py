@@ -161,6 +161,9 @@ def bench(
     plot_path: Annotated[
         Path | None, typer.Option("--plot", help="Write a PNG of GB/s against size here.", show_default=False)
     ] = None,
+    markdown_path: Annotated[
+        Path | None, typer.Option("--markdown", help="Write a markdown table of the results here.", show_default=False)
+    ] = None,
     no_compile: Annotated[
         bool, typer.Option("--no-compile", help="Leave torch.compile out of the contenders.")
     ] = False,
@@ -175,6 +178,8 @@ def bench(
         bench_args += ["--json", str(json_path.resolve())]
     if plot_path:
         bench_args += ["--plot", str(plot_path.resolve())]
+    if markdown_path:
+        bench_args += ["--markdown", str(markdown_path.resolve())]
     if no_compile:
         bench_args.append("--no-compile")
     try:

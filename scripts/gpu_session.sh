@@ -34,7 +34,7 @@ fi
 if [ "$mode" != test ]; then
   for op in "${ops[@]}"; do
     case $op in softmax|relu|gelu) ;; *) continue ;; esac
-    opgen bench "$op" --json "$OUT/bench_$op.json" --plot "$OUT/bench_$op.png" 2>&1 | tee -a "$OUT/bench.log"
+    opgen bench "$op" --json "$OUT/$op.json" --plot "$OUT/$op.png" --markdown "$OUT/$op.md" >> "$OUT/bench.log" 2>&1
   done
 fi
 exit $status

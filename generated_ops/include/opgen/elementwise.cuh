@@ -7,7 +7,10 @@
 #include <ATen/core/Tensor.h>
 #include <c10/cuda/CUDAStream.h>
 
+#include <algorithm>
 #include <cstdint>
+#include <limits>
+#include <type_traits>
 #include <utility>
 
 #include "opgen/launch.cuh"
@@ -22,10 +25,23 @@ struct InputPointers {
 
 constexpr int kElementwiseThreads = 256;
 
-// Packs per thread per loop trip, all loaded before any is used: with one 16-byte load in flight
-// per thread a full H200 holds about 32 KB per SM in flight, short of the ~25-50 KB that its
-// bandwidth-latency product asks for; four gives ample headroom.
-constexpr int kElementwiseUnroll = 4;
+// Packs each thread handles, all loaded before any is used, so the loads and the math of
+// independent packs overlap. Costly math needs several; cheap math is fastest with one, which
+// puts the most blocks in flight. Measured on an H200 at 256 MiB of float32, one-shot grid,
+// % of a device copy: relu 100.6 with 1 pack, 96.3 with 4; erfcf-based gelu 82.3 with 1, 96.4
+// with 4. A functor opts out of the default with `static constexpr int kPacksPerThread = 1;`.
+constexpr int kDefaultPacksPerThread = 4;
+
+template <typename Fn, typename = void>
+struct PacksPerThread {
+  static constexpr int value = kDefaultPacksPerThread;
+};
+
+template <typename Fn>
+struct PacksPerThread<Fn, std::void_t<decltype(Fn::kPacksPerThread)>> {
+  static constexpr int value = Fn::kPacksPerThread;
+  static_assert(value >= 1 && value <= 16, "kPacksPerThread must be between 1 and 16");
+};
 
 template <typename Fn, typename T, int kVec, int kArity, std::size_t... I>
 __device__ __forceinline__ at::opmath_type<T> apply_at(const Fn& fn,
@@ -38,13 +54,14 @@ __device__ __forceinline__ at::opmath_type<T> apply_at(const Fn& fn,
 template <int kArity, int kVec, typename T, typename Fn>
 __global__ void __launch_bounds__(kElementwiseThreads)
     elementwise_kernel(T* __restrict__ out, InputPointers<T, kArity> in, int64_t n, Fn fn) {
-  constexpr int64_t kPacksPerBlockTrip = static_cast<int64_t>(kElementwiseThreads) * kElementwiseUnroll;
+  constexpr int kUnroll = PacksPerThread<Fn>::value;
+  constexpr int64_t kPacksPerBlockTrip = static_cast<int64_t>(kElementwiseThreads) * kUnroll;
   const int64_t num_packs = n / kVec;
   for (int64_t base = static_cast<int64_t>(blockIdx.x) * kPacksPerBlockTrip; base < num_packs;
        base += static_cast<int64_t>(gridDim.x) * kPacksPerBlockTrip) {
-    Pack<T, kVec> packs[kElementwiseUnroll][kArity];
+    Pack<T, kVec> packs[kUnroll][kArity];
 #pragma unroll
-    for (int u = 0; u < kElementwiseUnroll; ++u) {
+    for (int u = 0; u < kUnroll; ++u) {
       const int64_t p = base + u * kElementwiseThreads + threadIdx.x;  // coalesced across the warp
       if (p < num_packs) {
 #pragma unroll
@@ -52,7 +69,7 @@ __global__ void __launch_bounds__(kElementwiseThreads)
       }
     }
 #pragma unroll
-    for (int u = 0; u < kElementwiseUnroll; ++u) {
+    for (int u = 0; u < kUnroll; ++u) {
       const int64_t p = base + u * kElementwiseThreads + threadIdx.x;
       if (p < num_packs) {
         Pack<T, kVec> result;
@@ -90,12 +107,17 @@ void launch_elementwise(const at::Tensor& out, Fn fn, const Tensors&... inputs) 
   // Views with a storage offset can start off a 16-byte boundary; those take the scalar path.
   const bool aligned = is_aligned(out_ptr, kVectorBytes) &&
                        (is_aligned(inputs.const_data_ptr(), kVectorBytes) && ...);
+  // One trip per block (the grid covers the tensor) beats a persistent grid-stride loop by 3-7%
+  // of bandwidth on an H200; the loop remains for grids past CUDA's limit.
+  constexpr int kUnroll = PacksPerThread<Fn>::value;
+  const auto blocks_for = [](int64_t work_items) {
+    const int64_t per_block = static_cast<int64_t>(kElementwiseThreads) * kUnroll;
+    return std::clamp<int64_t>((work_items + per_block - 1) / per_block, 1, std::numeric_limits<int32_t>::max());
+  };
   if (aligned) {
-    const int64_t grid = grid_size((n / kVec + kElementwiseUnroll - 1) / kElementwiseUnroll, kElementwiseThreads);
-    elementwise_kernel<kArity, kVec, T><<<grid, kElementwiseThreads, 0, stream>>>(out_ptr, in, n, fn);
+    elementwise_kernel<kArity, kVec, T><<<blocks_for(n / kVec), kElementwiseThreads, 0, stream>>>(out_ptr, in, n, fn);
   } else {
-    const int64_t grid = grid_size((n + kElementwiseUnroll - 1) / kElementwiseUnroll, kElementwiseThreads);
-    elementwise_kernel<kArity, 1, T><<<grid, kElementwiseThreads, 0, stream>>>(out_ptr, in, n, fn);
+    elementwise_kernel<kArity, 1, T><<<blocks_for(n), kElementwiseThreads, 0, stream>>>(out_ptr, in, n, fn);
   }
   OPGEN_CHECK_LAUNCH();
 }

@@ -65,7 +65,8 @@ __device__ __forceinline__ T shfl_xor_any(const T& value, int lane_mask, int wid
   unsigned words[kWords];
   memcpy(words, &value, sizeof(T));
 #pragma unroll
-  for (int w = 0; w < kWords; ++w) words[w] = __shfl_xor_sync(0xffffffffu, words[w], lane_mask, width);
+  for (int w = 0; w < kWords; ++w)
+    words[w] = __shfl_xor_sync(0xffffffffu, words[w], lane_mask, width);
   T result;
   memcpy(&result, words, sizeof(T));
   return result;
@@ -88,7 +89,8 @@ __device__ __forceinline__ T warp_allreduce_with(T value, Combine combine) {
 // memory; `identity` fills the lanes past the last warp. The trailing barrier lets the caller
 // reuse `scratch` at once, as block_allreduce.
 template <int kBlockSize, typename T, typename Combine>
-__device__ __forceinline__ T block_allreduce_with(T value, Combine combine, T identity, T* scratch) {
+__device__ __forceinline__ T block_allreduce_with(T value, Combine combine, T identity,
+                                                  T* scratch) {
   static_assert(kBlockSize % kWarpSize == 0 && kBlockSize <= 1024,
                 "kBlockSize must be a multiple of 32 and at most 1024");
   constexpr int kWarps = kBlockSize / kWarpSize;
