@@ -12,49 +12,23 @@ namespace opgen {
 
 constexpr int kWarpSize = 32;
 
+// Combine functors for the reductions below, for float or double.
 struct SumOp {
-  __device__ __forceinline__ float operator()(float a, float b) const { return a + b; }
-  static constexpr float identity() { return 0.0f; }
+  template <typename T>
+  __device__ __forceinline__ T operator()(T a, T b) const {
+    return a + b;
+  }
 };
 
 struct MaxOp {
-  __device__ __forceinline__ float operator()(float a, float b) const { return fmaxf(a, b); }
-  static constexpr float identity() { return -INFINITY; }
+  template <typename T>
+  __device__ __forceinline__ T operator()(T a, T b) const {
+    return fmax(a, b);
+  }
 };
 
-// Reduces across groups of kWidth consecutive lanes (kWidth a power of two up to 32).
-template <typename Op, int kWidth = kWarpSize>
-__device__ __forceinline__ float warp_allreduce(float value) {
-  static_assert(kWidth > 0 && kWidth <= kWarpSize && (kWidth & (kWidth - 1)) == 0,
-                "kWidth must be a power of two no larger than a warp");
-  Op op;
-#pragma unroll
-  for (int offset = kWidth / 2; offset > 0; offset /= 2) {
-    value = op(value, __shfl_xor_sync(0xffffffffu, value, offset, kWidth));
-  }
-  return value;
-}
-
-// All threads of the block get the result. `scratch` needs kBlockSize / 32 floats of shared
-// memory; the trailing barrier lets the caller reuse it for the next reduction at once.
-template <typename Op, int kBlockSize>
-__device__ __forceinline__ float block_allreduce(float value, float* scratch) {
-  static_assert(kBlockSize % kWarpSize == 0 && kBlockSize <= 1024,
-                "kBlockSize must be a multiple of 32 and at most 1024");
-  constexpr int kWarps = kBlockSize / kWarpSize;
-  const int lane = threadIdx.x % kWarpSize;
-  const int warp = threadIdx.x / kWarpSize;
-  value = warp_allreduce<Op>(value);
-  if (lane == 0) scratch[warp] = value;
-  __syncthreads();
-  value = lane < kWarps ? scratch[lane] : Op::identity();
-  value = warp_allreduce<Op>(value);
-  __syncthreads();
-  return value;
-}
-
-// The reductions below take any reduction state (a double, a (max, sum) pair) and a functor
-// `combine(a, b)`; the float ones above stay the fast path for a single float.
+// The reductions take any reduction state (a float, a double, a (max, sum) pair) and a functor
+// `combine(a, b)`.
 
 // __shfl_xor_sync for any trivially copyable value, one 32-bit word at a time.
 template <typename T>
