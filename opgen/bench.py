@@ -224,8 +224,12 @@ def plot(report: Report, path: Path) -> None:
     import matplotlib.pyplot as plt
 
     panels = sorted({(m.direction, m.dtype) for m in report.measurements})
-    figure, axes = plt.subplots(1, len(panels), figsize=(6 * len(panels), 4.5), squeeze=False)
-    for axis, (direction, dtype) in zip(axes[0], panels, strict=True):
+    columns = min(2, len(panels))
+    grid_rows = (len(panels) + columns - 1) // columns
+    figure, axes = plt.subplots(grid_rows, columns, figsize=(7 * columns, 4.5 * grid_rows), squeeze=False)
+    for axis in axes.flat[len(panels) :]:
+        axis.set_visible(False)
+    for axis, (direction, dtype) in zip(axes.flat, panels, strict=False):
         rows = [m for m in report.measurements if m.direction == direction and m.dtype == dtype]
         labels = list(dict.fromkeys(m.workload for m in rows))
         for contender in dict.fromkeys(m.contender for m in rows):
@@ -234,7 +238,7 @@ def plot(report: Report, path: Path) -> None:
                 range(len(labels)), [values.get(label, float("nan")) for label in labels], marker="o", label=contender
             )
         axis.set_xticks(range(len(labels)), labels, rotation=30, ha="right", fontsize=8)
-        axis.set_ylabel("GB/s (bytes each input read once + output written once)")
+        axis.set_ylabel("GB/s (inputs read + outputs written once)")
         axis.set_title(f"{report.op} {direction}, {dtype}")
         axis.grid(alpha=0.3)
         axis.legend()

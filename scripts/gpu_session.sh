@@ -34,7 +34,11 @@ fi
 if [ "$mode" != test ]; then
   for op in "${ops[@]}"; do
     case $op in softmax|relu|gelu) ;; *) continue ;; esac
-    opgen bench "$op" --json "$OUT/$op.json" --plot "$OUT/$op.png" --markdown "$OUT/$op.md" >> "$OUT/bench.log" 2>&1
+    mkdir -p "$OUT/benchmarks/$op"
+    opgen bench "$op" --json "$OUT/benchmarks/$op/$op.json" --plot "$OUT/benchmarks/$op/$op.png" \
+      --markdown "$OUT/benchmarks/$op/$op.md" >> "$OUT/bench.log" 2>&1
   done
+  # One file back instead of three per op (the device returns at most eight).
+  tar -czf "$OUT/benchmarks.tar.gz" -C "$OUT" benchmarks && rm -rf "$OUT/benchmarks"
 fi
 exit $status
