@@ -21,9 +21,15 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 from pathlib import Path
 
 from setuptools import setup
+
+try:
+    from setuptools.modified import newer_group
+except ImportError:  # setuptools < 69
+    from setuptools._distutils.dep_util import newer_group
 
 WORKSPACE = Path(__file__).resolve().parent
 PACKAGE = WORKSPACE.name
@@ -85,21 +91,82 @@ def cuda_arch_list() -> str:
     return DEFAULT_CUDA_ARCH
 
 
+def op_of(extension_name: str) -> str:
+    return extension_name.split(".")[-2]  # "<package>.<op>._C"
+
+
+def isolating_build_extension() -> type:
+    """torch's BuildExtension, but one op that fails to compile does not stop the others.
+
+    Each op's outcome is printed as a line `opgen-op: <op> built|up-to-date|failed <seconds>`
+    (what `opgen build` summarizes); the build exits 1 at the end if any op failed.
+    """
+    from torch.utils.cpp_extension import BuildExtension
+
+    class IsolatingBuildExtension(BuildExtension):
+        def initialize_options(self) -> None:
+            super().initialize_options()
+            self.failed: list[str] = []
+
+        def build_extension(self, ext) -> None:
+            # torch forces every extension to relink when it builds with ninja; skipping the ones
+            # whose library is newer than all they depend on makes a no-change build near free.
+            library = Path(self.get_ext_fullpath(ext.name))
+            started = time.perf_counter()
+            if library.exists() and not newer_group([*ext.sources, *ext.depends], str(library), "newer"):
+                status = "up-to-date"
+            else:
+                try:
+                    super().build_extension(ext)
+                    status = "built"
+                except Exception as error:  # ninja and the compilers fail as several exception types
+                    print(f"opgen-op-error: {op_of(ext.name)}: {error}", flush=True)
+                    status = "failed"
+                    self.failed.append(op_of(ext.name))
+            print(f"opgen-op: {op_of(ext.name)} {status} {time.perf_counter() - started:.1f}", flush=True)
+
+        def run(self) -> None:
+            super().run()
+            if self.failed:
+                sys.exit(f"setup.py: failed to build {', '.join(self.failed)}")
+
+    return IsolatingBuildExtension.with_options(use_ninja=True)
+
+
+def config_stamp(op: str, config: str) -> str:
+    """A file whose content is the build configuration, rewritten only when that changes.
+
+    Listed among the op's dependencies, it makes a change of torch version, of CUDA/CPU-only
+    mode or of architectures rebuild the op, even though no source changed.
+    """
+    stamp = Path("build") / "opgen-config" / f"{op}.txt"
+    if not stamp.exists() or stamp.read_text() != config:
+        stamp.parent.mkdir(parents=True, exist_ok=True)
+        stamp.write_text(config)
+    return str(stamp)
+
+
 def extensions(ops: list[str], with_cuda: bool) -> list:
+    import torch
     from torch.utils.cpp_extension import CppExtension, CUDAExtension
 
+    config = f"torch {torch.__version__}; cuda {with_cuda}; arch {os.environ.get('TORCH_CUDA_ARCH_LIST', '')}\n"
     built = []
     for op in ops:
         csrc = Path(op) / "csrc"
         sources = sorted(str(path) for path in csrc.glob("*.cpp"))
         if with_cuda:
             sources += sorted(str(path) for path in csrc.glob("*.cu"))
+        # Shared and op headers: a change to one relinks the op (ninja then recompiles only the
+        # translation units that include it).
+        headers = sorted(str(path) for path in [*csrc.glob("*.h"), *Path("include").rglob("*.h*")])
         kind = CUDAExtension if with_cuda else CppExtension
         built.append(
             kind(
                 name=f"{PACKAGE}.{op}._C",
                 sources=sources,
                 include_dirs=[str(WORKSPACE / "include")],
+                depends=[*headers, config_stamp(op, config)],
                 extra_compile_args={"cxx": CXX_FLAGS, "nvcc": NVCC_FLAGS},
                 extra_link_args=["-fopenmp"],
                 # No Python API is used (ops register through TORCH_LIBRARY), so one binary
@@ -111,8 +178,6 @@ def extensions(ops: list[str], with_cuda: bool) -> list:
 
 
 def main() -> None:
-    from torch.utils.cpp_extension import BuildExtension
-
     os.chdir(WORKSPACE)
     ops = discover_ops()
     toolkit = cuda_toolkit()
@@ -130,7 +195,7 @@ def main() -> None:
         packages=[PACKAGE, *(f"{PACKAGE}.{op}" for op in ops)],
         package_dir={PACKAGE: "."},
         ext_modules=extensions(ops, with_cuda=toolkit is not None),
-        cmdclass={"build_ext": BuildExtension.with_options(use_ninja=True)},
+        cmdclass={"build_ext": isolating_build_extension()},
     )
 
 

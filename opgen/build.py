@@ -22,14 +22,29 @@ _COMPILER_ERROR = re.compile(r"(error:|error\s*:|\berror\b \w+:|fatal error)", r
 
 
 @dataclass(frozen=True)
+class OpOutcome:
+    """One op's result: built, up-to-date or failed (with its first compiler error)."""
+
+    op: str
+    status: str
+    seconds: float
+    first_error: str = ""
+
+
+@dataclass(frozen=True)
 class BuildReport:
-    """What a build did: which ops, in which mode, how long it took, and its full log."""
+    """What a build did: each op's outcome, in which mode, how long it took, and its full log."""
 
     ops: list[str]
     mode: str
     toolkit: CudaToolkit | None
     seconds: float
     log: str
+    outcomes: list[OpOutcome]
+
+    @property
+    def failed(self) -> list[OpOutcome]:
+        return [outcome for outcome in self.outcomes if outcome.status == "failed"]
 
 
 def default_jobs() -> int:
@@ -47,13 +62,31 @@ def torch_has_cuda() -> bool:
     return torch.version.cuda is not None
 
 
-def first_compiler_error(log: str) -> str:
-    """The first line of the log that a compiler marked as an error, else its last line."""
+def first_compiler_error(log: str, op: str | None = None) -> str:
+    """The first compiler error of the log, in ``op``'s sources when given, else its last line."""
     lines = [line.strip() for line in log.splitlines() if line.strip()]
-    for line in lines:
-        if _COMPILER_ERROR.search(line) and not line.startswith(("FAILED:", "ninja:", "subprocess.")):
-            return line
+    errors = [
+        line
+        for line in lines
+        if _COMPILER_ERROR.search(line) and not line.startswith(("FAILED:", "ninja:", "subprocess.", "opgen-op"))
+    ]
+    if op is not None:
+        mine = [line for line in errors if f"{op}/csrc/" in line or f"/{op}/" in line]
+        errors = mine or errors
+    if errors:
+        return errors[0]
     return lines[-1] if lines else "no output"
+
+
+def op_outcomes(log: str) -> list[OpOutcome]:
+    """Each op's outcome from the `opgen-op: <op> <status> <seconds>` lines setup.py prints."""
+    outcomes = []
+    for line in log.splitlines():
+        if line.startswith("opgen-op: "):
+            op, status, seconds = line.removeprefix("opgen-op: ").split()
+            error = first_compiler_error(log, op) if status == "failed" else ""
+            outcomes.append(OpOutcome(op=op, status=status, seconds=float(seconds), first_error=error))
+    return outcomes
 
 
 def build_env(ops: list[str], *, cpu_only: bool, jobs: int | None) -> tuple[dict[str, str], CudaToolkit | None]:
@@ -77,7 +110,10 @@ def build_ops(
     jobs: int | None = None,
     echo: Callable[[str], None] | None = None,
 ) -> BuildReport:
-    """Build ``ops`` (all when none are named) in place; BuildFailed with the first error if not.
+    """Build ``ops`` (all when none are named) in place; BuildFailed if any op fails.
+
+    An op that fails to compile does not stop the others: BuildFailed carries the report with
+    every op's outcome and each failure's first compiler error.
 
     ``echo`` receives every line of the build's output as it comes (for ``-v``); the mode line
     setup.py prints (CPU only, or CUDA with which architectures and toolkit) is always kept.
@@ -100,6 +136,11 @@ def build_ops(
             echo(line.rstrip("\n"))
     returncode = process.wait()
     log = "".join(lines)
+    report = BuildReport(
+        ops=names, mode=mode, toolkit=toolkit, seconds=time.perf_counter() - started, log=log, outcomes=op_outcomes(log)
+    )
     if returncode != 0:
-        raise BuildFailed(ops=names, first_error=first_compiler_error(log))
-    return BuildReport(ops=names, mode=mode, toolkit=toolkit, seconds=time.perf_counter() - started, log=log)
+        failed = report.failed
+        first_error = failed[0].first_error if failed else first_compiler_error(log)
+        raise BuildFailed(ops=[o.op for o in failed] or names, first_error=first_error, report=report)
+    return report

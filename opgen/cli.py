@@ -5,16 +5,21 @@ Exit codes: 0 success, 1 failure of the work (build, tests), 2 bad usage or bad 
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 from typing import Annotated, NoReturn
 
 import typer
 from rich.console import Console
+from rich.table import Table
+from rich.text import Text
 
 from opgen import __version__
-from opgen.build import build_ops
-from opgen.errors import OpgenError
+from opgen.build import BuildReport, build_ops
+from opgen.doctor import run_doctor
+from opgen.errors import BuildFailed, OpgenError, RemovalNotConfirmed
+from opgen.inventory import Removal, list_ops, remove_op
 from opgen.recipes import KNOWN_RECIPES, Kind
 from opgen.render import new_op
 from opgen.runner import run_op_bench, run_op_tests
@@ -90,10 +95,28 @@ def new(
     force: Annotated[
         bool, typer.Option("--force", help="Replace an op that already exists (its files are overwritten).")
     ] = False,
+    formula: Annotated[
+        str | None,
+        typer.Option(
+            help=(
+                'An elementwise op from a formula, its gradient derived: "x * tanh(log1p(exp(x)))". '
+                "The language: numbers, names, + - * / **, exp log log1p expm1 sqrt rsqrt sin cos tanh sigmoid "
+                "erf abs min max, where(cond, a, b) with a comparison as cond, pi. Names not given with --param "
+                "are the tensor input."
+            ),
+            show_default=False,
+        ),
+    ] = None,
+    param: Annotated[
+        list[str] | None,
+        typer.Option(help="Repeatable, with --formula: NAME=DEFAULT makes NAME a float argument.", show_default=False),
+    ] = None,
 ) -> None:
     """Render everything one op needs: CUDA and CPU kernels, binding, Python module, tests, benchmark."""
     try:
-        folder = new_op(op, kind=kind, workspace=Workspace.locate(workspace), force=force)
+        folder = new_op(
+            op, kind=kind, workspace=Workspace.locate(workspace), force=force, formula=formula, params=param or ()
+        )
     except OpgenError as error:
         _fail(error)
     out.print(f"[green]created[/] {folder}")
@@ -115,15 +138,34 @@ def build(
     ] = None,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Show the full compiler output.")] = False,
 ) -> None:
-    """Compile ops in place with ninja: CPU kernels always, CUDA kernels where a toolkit is found."""
+    """Compile ops in place with ninja: CPU kernels always, CUDA kernels where a toolkit is found.
+
+    An op that fails to compile does not stop the others; the summary lists each op as built,
+    up-to-date or failed (with its first compiler error), and the exit code is 1 if any failed.
+    """
+    echo = (lambda line: out.print(line, markup=False, highlight=False)) if verbose else None
     try:
-        report = build_ops(
-            Workspace.locate(workspace), ops or (), cpu_only=cpu_only, jobs=jobs, echo=out.print if verbose else None
-        )
+        report = build_ops(Workspace.locate(workspace), ops or (), cpu_only=cpu_only, jobs=jobs, echo=echo)
+    except BuildFailed as error:
+        if error.report is not None:
+            _print_build_summary(error.report)
+        _fail(error)
     except OpgenError as error:
         _fail(error)
+    _print_build_summary(report)
+
+
+def _print_build_summary(report: BuildReport) -> None:
     out.print(f"mode: {report.mode}")
-    out.print(f"[green]built[/] {', '.join(report.ops)} in {report.seconds:.1f} s")
+    table = Table(show_header=True, header_style="bold", box=None)
+    for column in ("op", "status", "seconds", "first error"):
+        table.add_column(column)
+    colors = {"built": "green", "up-to-date": "cyan", "failed": "red"}
+    for outcome in report.outcomes:
+        status = f"[{colors.get(outcome.status, 'white')}]{outcome.status}[/]"
+        table.add_row(outcome.op, status, f"{outcome.seconds:.1f}", Text(outcome.first_error))
+    out.print(table)
+    out.print(f"{len(report.outcomes) - len(report.failed)} of {len(report.outcomes)} ops ready in {report.seconds:.1f} s")
 
 
 @app.command()
@@ -186,6 +228,92 @@ def bench(
         run_op_bench(Workspace.locate(workspace), op, bench_args)
     except OpgenError as error:
         _fail(error)
+
+
+@app.command(name="list")
+def list_(
+    workspace: WorkspaceOption = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the list as JSON.")] = False,
+) -> None:
+    """List the workspace's ops: kind, dtypes, template version, what is built, which sources changed since."""
+    try:
+        ws = Workspace.locate(workspace)
+        ops = list_ops(ws)
+    except OpgenError as error:
+        _fail(error)
+    if as_json:
+        typer.echo(json.dumps({"workspace": str(ws.path), "ops": [op.as_json() for op in ops]}, indent=2))
+        return
+    if not ops:
+        out.print("no ops yet: create one with `opgen new <op>`")
+        return
+    table = Table(header_style="bold", box=None)
+    for column in ("op", "kind", "dtypes", "template", "built", "sources"):
+        table.add_column(column, overflow="fold")
+    short_dtypes = {"float32": "f32", "float64": "f64", "float16": "f16", "bfloat16": "bf16"}
+    for op in ops:
+        built = {"no": "[dim]no[/]", "CPU": "CPU"}.get(op.built, f"CPU+CUDA {','.join(op.cuda_architectures or ())}")
+        if op.built == "no":
+            sources = ""
+        elif op.stale:
+            sources = f"[yellow]changed ({len(op.changed_since_build)})[/]"
+        else:
+            sources = "unchanged"
+        dtypes = " ".join(short_dtypes.get(dtype, dtype) for dtype in op.dtypes)
+        table.add_row(op.name, op.kind, dtypes, op.template_version, built, sources)
+    out.print(table)
+
+def _stdin_is_terminal() -> bool:
+    return sys.stdin.isatty()
+
+
+@app.command()
+def remove(
+    op: Annotated[str, typer.Argument(help="The op to delete.", show_default=False)],
+    workspace: WorkspaceOption = None,
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="Delete without asking.")] = False,
+) -> None:
+    """Delete an op: its folder (sources, tests, compiled library) and its objects under build/."""
+
+    def confirm(removal: Removal) -> bool:
+        if yes:
+            return True
+        if not _stdin_is_terminal():
+            raise RemovalNotConfirmed(op=removal.op)
+        out.print("this deletes:", *(f"  {path}" for path in removal.paths), sep="\n")
+        return typer.confirm(f"delete op '{removal.op}'?", default=False)
+
+    try:
+        removal = remove_op(Workspace.locate(workspace), op, confirm=confirm)
+    except OpgenError as error:
+        _fail(error)
+    if not removal.done:
+        out.print(f"kept '{removal.op}': nothing deleted")
+        return
+    out.print(f"[green]removed[/] {removal.op} ({len(removal.paths)} folder(s))")
+
+
+@app.command()
+def doctor(
+    workspace: WorkspaceOption = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the checks as JSON.")] = False,
+) -> None:
+    """Check what builds need (Python, torch, CUDA toolkit, ninja, compiler, GPUs, workspace); exit 1 if a build would fail."""
+    try:
+        report = run_doctor(Workspace.locate(workspace))
+    except OpgenError as error:
+        _fail(error)
+    if as_json:
+        typer.echo(json.dumps(report.as_json(), indent=2))
+    else:
+        marks = {"ok": "[green]  ok[/]", "warn": "[yellow]warn[/]", "fail": "[bold red]fail[/]"}
+        for check in report.checks:
+            out.print(f"{marks[check.status]}  [bold]{check.name}[/]: {check.detail}", soft_wrap=True)
+            if check.hint:
+                out.print(f"      [dim]fix:[/] {check.hint}", soft_wrap=True)
+        out.print(f"builds here: {report.builds}", soft_wrap=True)
+    if not report.ok:
+        raise typer.Exit(1)
 
 
 def run() -> None:

@@ -8,6 +8,7 @@ input (nothing was done), 1 for a failure of the work itself (a build, a test ru
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Any
 
 
 class OpgenError(Exception):
@@ -91,8 +92,9 @@ class CudaToolkitNotFound(OpgenError):
 class BuildFailed(OpgenError):
     """The workspace's setup.py failed."""
 
-    def __init__(self, *, ops: Iterable[str], first_error: str) -> None:
+    def __init__(self, *, ops: Iterable[str], first_error: str, report: Any = None) -> None:
         self.first_error = first_error
+        self.report = report  # the BuildReport, with the ops that did build
         self.hint = "`opgen build -v` shows the full compiler output"
         super().__init__(f"build failed for {', '.join(ops) or 'the workspace'}: {first_error}")
 
@@ -123,3 +125,20 @@ class BenchFailed(OpgenError):
     def __init__(self, *, op: str, exit_code: int) -> None:
         self.hint = f"its output is above; run `python -m <workspace>.{op}.bench_{op} --help` for its options"
         super().__init__(f"benchmark of '{op}' failed (exit code {exit_code})")
+
+
+class RemovalNotConfirmed(UsageError):
+    """`opgen remove` without --yes where nobody can be asked (stdin is not a terminal)."""
+
+    def __init__(self, *, op: str) -> None:
+        self.hint = f"pass --yes to delete it without asking: opgen remove {op} --yes"
+        super().__init__(f"not removing '{op}': deleting an op needs confirmation, and stdin is not a terminal")
+
+
+class InvalidFormula(ValueError, UsageError):
+    """`opgen new --formula` (or `--param`) that opgen will not turn into an op."""
+
+    def __init__(self, *, formula: str, reason: str, hint: str = "", what: str = "formula") -> None:
+        self.formula = formula
+        self.hint = hint or "see `opgen new --help` for the formula language"
+        super().__init__(f"invalid {what} {formula!r}: {reason}")
