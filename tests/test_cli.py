@@ -79,3 +79,16 @@ def test_test_of_an_unbuilt_op_says_to_build_it(ws: Path) -> None:
     run("new", "relu", "--workspace", str(ws))
     result = run("test", "relu", "--workspace", str(ws))
     assert result.exit_code == 1 and "opgen build relu" in result.stderr
+
+
+def test_help_lists_the_lifecycle_commands() -> None:
+    result = run("--help")
+    for word in ("list", "remove", "doctor"):
+        assert word in result.stdout
+
+
+def test_list_of_an_empty_workspace_says_how_to_add_an_op(ws: Path) -> None:
+    run("new", "relu", "--workspace", str(ws))
+    assert run("remove", "relu", "--yes", "--workspace", str(ws)).exit_code == 0
+    result = run("list", "--workspace", str(ws))
+    assert result.exit_code == 0 and "opgen new" in result.stdout
