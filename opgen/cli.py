@@ -165,7 +165,9 @@ def _print_build_summary(report: BuildReport) -> None:
         status = f"[{colors.get(outcome.status, 'white')}]{outcome.status}[/]"
         table.add_row(outcome.op, status, f"{outcome.seconds:.1f}", Text(outcome.first_error))
     out.print(table)
-    out.print(f"{len(report.outcomes) - len(report.failed)} of {len(report.outcomes)} ops ready in {report.seconds:.1f} s")
+    out.print(
+        f"{len(report.outcomes) - len(report.failed)} of {len(report.outcomes)} ops ready in {report.seconds:.1f} s"
+    )
 
 
 @app.command()
@@ -262,6 +264,7 @@ def list_(
         dtypes = " ".join(short_dtypes.get(dtype, dtype) for dtype in op.dtypes)
         table.add_row(op.name, op.kind, dtypes, op.template_version, built, sources)
     out.print(table)
+
 
 def _stdin_is_terminal() -> bool:
     return sys.stdin.isatty()

@@ -34,6 +34,10 @@ SKELETONS: dict[Kind, Recipe] = {
 }
 
 
+# `opgen new <op> --formula EXPR`: an elementwise op whose math and gradient opgen derives.
+FORMULA = Recipe("formula", "elementwise", "an elementwise op from a formula, its gradient derived")
+
+
 def recipe_for(op_name: str, kind: Kind | None = None) -> Recipe:
     """The recipe for ``op_name``: its own when the name is known, else a skeleton of ``kind``."""
     known = KNOWN_RECIPES.get(op_name)

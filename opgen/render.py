@@ -9,7 +9,7 @@ from __future__ import annotations
 import shutil
 import tempfile
 import warnings
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -17,9 +17,9 @@ from typing import Any
 import copier
 
 from opgen import __version__
-from opgen.errors import OpExists, RenderError, WorkspaceError
+from opgen.errors import InvalidFormula, OpExists, RenderError, WorkspaceError
 from opgen.names import validate_op_name
-from opgen.recipes import Kind, recipe_for
+from opgen.recipes import FORMULA, Kind, recipe_for
 from opgen.workspace import Workspace
 
 
@@ -84,17 +84,49 @@ def render_workspace(workspace: Workspace) -> None:
             entry.rename(workspace.path / entry.name)
 
 
-def new_op(name: str, *, kind: Kind | None = None, workspace: Workspace, force: bool = False) -> Path:
-    """Render op ``name`` into the workspace (creating the workspace if needed); return its folder."""
+def _formula_answers(formula: str, params: Sequence[str], kind: Kind | None) -> dict[str, Any]:
+    """The formula recipe's copier answers: the formula parsed, differentiated and printed as code."""
+    # Imported here: sympy takes a moment to load, and only formula ops need it.
+    from opgen.formula import parse_formula, parse_param, render_formula
+
+    if kind not in (None, FORMULA.kind):
+        raise InvalidFormula(
+            formula=formula, reason=f"a formula renders an {FORMULA.kind} op, not {kind}", hint="drop --kind"
+        )
+    return render_formula(parse_formula(formula, [parse_param(text) for text in params]))
+
+
+def new_op(
+    name: str,
+    *,
+    kind: Kind | None = None,
+    workspace: Workspace,
+    force: bool = False,
+    formula: str | None = None,
+    params: Sequence[str] = (),
+) -> Path:
+    """Render op ``name`` into the workspace (creating the workspace if needed); return its folder.
+
+    With ``formula`` (and its ``params``, each ``NAME=DEFAULT``) the op is the formula's
+    elementwise op, with its gradient derived (opgen.formula); it is checked before anything is written.
+    """
     validate_op_name(name)
-    recipe = recipe_for(name, kind)
+    data: dict[str, Any] = {"scope": "op", "op_name": name}
+    if formula is not None:
+        data |= {"recipe": FORMULA.name, **_formula_answers(formula, params, kind)}
+    elif params:
+        raise InvalidFormula(
+            formula=" ".join(params), reason="--param needs --formula", what="param", hint="add --formula EXPR"
+        )
+    else:
+        data["recipe"] = recipe_for(name, kind).name
     target = workspace.op_dir(name)
     if target.exists() and not force:
         raise OpExists(name=name, path=str(target))
     render_workspace(workspace)
     with _staging_dir(workspace.path, f"new-{name}") as staging:
         rendered = staging / name
-        _run_copier(rendered, {"scope": "op", "op_name": name, "recipe": recipe.name}, what=f"op '{name}'")
+        _run_copier(rendered, data, what=f"op '{name}'")
         if target.exists():
             # --force: swap the old folder out only once the new one is complete.
             retired = staging / f"{name}.replaced"
