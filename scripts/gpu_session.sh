@@ -21,7 +21,12 @@ python3 -m pip install -q --no-deps --no-build-isolation -e "$repo" >/dev/null
 
 work=$(mktemp -d); cd "$work"
 for op in "${ops[@]}"; do
-  case $op in row_op) opgen new "$op" --kind rowwise ;; *) opgen new "$op" ;; esac || exit 1
+  case $op in
+    row_op) opgen new "$op" --kind rowwise ;;
+    mish) opgen new mish --formula "x*tanh(log(1+exp(x)))" ;;
+    relu_scale) opgen new relu_scale --formula "max(x, 0)*alpha" --param alpha=1.5 ;;
+    *) opgen new "$op" ;;
+  esac || exit 1
 done
 opgen build -j 16 "${ops[@]}" 2>&1 | tee -a "$OUT/build.log" || exit 1
 
@@ -33,7 +38,7 @@ if [ "$mode" != bench ]; then
 fi
 if [ "$mode" != test ]; then
   for op in "${ops[@]}"; do
-    case $op in softmax|relu|gelu) ;; *) continue ;; esac
+    case $op in softmax|relu|gelu|mish|relu_scale) ;; *) continue ;; esac
     mkdir -p "$OUT/benchmarks/$op"
     opgen bench "$op" --json "$OUT/benchmarks/$op/$op.json" --plot "$OUT/benchmarks/$op/$op.png" \
       --markdown "$OUT/benchmarks/$op/$op.md" >> "$OUT/bench.log" 2>&1
