@@ -18,7 +18,8 @@ from opgen.workspace import Workspace
 # from swapping while still using every core on a large one.
 GIB_PER_COMPILE_JOB = 2
 
-_COMPILER_ERROR = re.compile(r"(error:|error\s*:|\berror\b \w+:|fatal error)", re.IGNORECASE)
+# gcc/clang "file:12:5: error: ...", nvcc "file(41): error: ...", and "fatal error: ...".
+_COMPILER_ERROR = re.compile(r"\berror\s*:", re.IGNORECASE)
 
 
 @dataclass(frozen=True)

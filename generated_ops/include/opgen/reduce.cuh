@@ -12,18 +12,11 @@ namespace opgen {
 
 constexpr int kWarpSize = 32;
 
-// Combine functors for the reductions below, for float or double.
+// A combine functor for the reductions below, for float or double.
 struct SumOp {
   template <typename T>
   __device__ __forceinline__ T operator()(T a, T b) const {
     return a + b;
-  }
-};
-
-struct MaxOp {
-  template <typename T>
-  __device__ __forceinline__ T operator()(T a, T b) const {
-    return fmax(a, b);
   }
 };
 

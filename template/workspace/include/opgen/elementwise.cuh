@@ -18,11 +18,6 @@
 
 namespace opgen {
 
-template <typename T, int kArity>
-struct InputPointers {
-  const T* ptr[kArity];
-};
-
 constexpr int kElementwiseThreads = 256;
 
 // Packs each thread handles, all loaded before any is used, so the loads and the math of

@@ -5,7 +5,7 @@
 #include <c10/cuda/CUDAFunctions.h>
 #include <cuda_runtime.h>
 
-#include <algorithm>
+#include <atomic>
 #include <cstdint>
 
 namespace opgen {
@@ -14,25 +14,14 @@ namespace opgen {
 // but not free on every launch).
 inline int multiprocessor_count() {
   constexpr int kMaxDevices = 64;
-  static int counts[kMaxDevices] = {};
+  static std::atomic<int> counts[kMaxDevices] = {};  // threads may launch on one device at once
   const int device = c10::cuda::current_device();
-  if (device >= kMaxDevices) {
-    int count = 0;
+  int count = device < kMaxDevices ? counts[device].load(std::memory_order_relaxed) : 0;
+  if (count == 0) {
     C10_CUDA_CHECK(cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, device));
-    return count;
+    if (device < kMaxDevices) counts[device].store(count, std::memory_order_relaxed);
   }
-  if (counts[device] == 0) {
-    C10_CUDA_CHECK(cudaDeviceGetAttribute(&counts[device], cudaDevAttrMultiProcessorCount, device));
-  }
-  return counts[device];
-}
-
-// Grid for a grid-stride loop over `work_items`: enough blocks to fill every multiprocessor
-// `waves` times over, never more than there is work for.
-inline int64_t grid_size(int64_t work_items, int threads_per_block, int waves = 8) {
-  const int64_t needed = (work_items + threads_per_block - 1) / threads_per_block;
-  const int64_t filling = static_cast<int64_t>(multiprocessor_count()) * waves;
-  return std::max<int64_t>(1, std::min(needed, filling));
+  return count;
 }
 
 }  // namespace opgen

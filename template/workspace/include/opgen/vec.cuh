@@ -29,6 +29,12 @@ __device__ __forceinline__ void store_pack(T* ptr, const Pack<T, N>& pack) {
   *reinterpret_cast<Pack<T, N>*>(ptr) = pack;
 }
 
+// The read-only inputs of a kernel, passed by value as one kernel argument.
+template <typename T, int kArity>
+struct InputPointers {
+  const T* ptr[kArity];
+};
+
 inline bool is_aligned(const void* ptr, int64_t alignment_bytes) {
   return reinterpret_cast<std::uintptr_t>(ptr) % alignment_bytes == 0;
 }
