@@ -178,10 +178,21 @@ def test(
         str | None,
         typer.Option("-k", help="Run only the tests whose names match this pytest -k expression.", show_default=False),
     ] = None,
+    sanitize: Annotated[
+        bool,
+        typer.Option(
+            "--sanitize",
+            help="Instead of the usual tests, run each op's CUDA forward and backward over every kernel path under "
+            "compute-sanitizer memcheck, racecheck and initcheck; any report fails. Needs a GPU; takes minutes.",
+        ),
+    ] = False,
 ) -> None:
     """Run the ops' generated tests with pytest (CUDA tests are skipped, with the reason, without a GPU)."""
+    pytest_args = ["-k", select] if select else []
+    if sanitize:
+        pytest_args += ["-m", "sanitize"]  # overrides the workspace's default `-m "not sanitize"`
     try:
-        run_op_tests(Workspace.locate(workspace), ops or (), pytest_args=["-k", select] if select else [])
+        run_op_tests(Workspace.locate(workspace), ops or (), pytest_args=pytest_args)
     except OpgenError as error:
         _fail(error)
 

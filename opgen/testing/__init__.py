@@ -17,6 +17,15 @@ NO_GPU_REASON = "no CUDA GPU found (torch.cuda.is_available() is False): CUDA te
 
 requires_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason=NO_GPU_REASON)
 
+
+def _gpu_count() -> int:
+    return torch.cuda.device_count() if torch.cuda.is_available() else 0
+
+
+requires_two_gpus = pytest.mark.skipif(
+    _gpu_count() < 2, reason=f"needs two CUDA GPUs, found {_gpu_count()}: multi-GPU tests run on a machine with two or more"
+)
+
 # Parametrize over these: the CUDA case is reported as skipped, with the reason, without a GPU.
 DEVICES = (pytest.param("cpu", id="cpu"), pytest.param("cuda", id="cuda", marks=[requires_cuda, pytest.mark.cuda]))
 
@@ -40,6 +49,18 @@ def non_contiguous(tensor: torch.Tensor) -> torch.Tensor:
     view = wide[..., ::2]
     view.copy_(tensor)
     assert tensor.numel() <= 1 or not view.is_contiguous()
+    return view
+
+
+def misaligned(tensor: torch.Tensor) -> torch.Tensor:
+    """A contiguous copy of ``tensor`` starting one element past a 16-byte boundary.
+
+    Kernels that load 16 bytes at a time must notice and take their scalar path.
+    """
+    buffer = torch.empty(tensor.numel() + 1, dtype=tensor.dtype, device=tensor.device)
+    view = buffer[1:].view(tensor.shape)
+    view.copy_(tensor)
+    assert tensor.numel() == 0 or view.data_ptr() % 16 != 0
     return view
 
 

@@ -1,0 +1,65 @@
+"""opgen.testing.sanitizer: the command it runs and how it reads compute-sanitizer's verdict."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from opgen.testing.sanitizer import REPORT_EXIT_CODE, TOOLS, SanitizerRun, find_compute_sanitizer, sanitizer_command
+
+CLEAN_MEMCHECK = "========= COMPUTE-SANITIZER\n========= ERROR SUMMARY: 0 errors\n"
+CLEAN_RACECHECK = "========= COMPUTE-SANITIZER\n========= RACECHECK SUMMARY: 0 hazards displayed (0 errors, 0 warnings)\n"
+DIRTY_MEMCHECK = (
+    "========= Invalid __global__ read of size 16 bytes\n"
+    "=========     at void softmax_forward_kernel<float>(...)+0x1a0\n"
+    "========= ERROR SUMMARY: 2 errors\n"
+)
+
+
+@pytest.mark.parametrize("tool", TOOLS)
+def test_command_runs_this_python_on_the_module_under_the_tool(tool: str) -> None:
+    command = sanitizer_command(Path("/opt/cuda/bin/compute-sanitizer"), tool, "ops.softmax.test_softmax")
+    assert command[:3] == ["/opt/cuda/bin/compute-sanitizer", "--tool", tool]
+    assert command[-3:] == [sys.executable, "-m", "ops.softmax.test_softmax"]
+    assert command[command.index("--error-exitcode") + 1] == str(REPORT_EXIT_CODE)
+
+
+def test_unknown_tool_is_refused() -> None:
+    with pytest.raises(ValueError, match="unknown compute-sanitizer tool 'synccheck'"):
+        sanitizer_command(Path("compute-sanitizer"), "synccheck", "m")
+
+
+@pytest.mark.parametrize(("tool", "output"), [("memcheck", CLEAN_MEMCHECK), ("racecheck", CLEAN_RACECHECK)])
+def test_a_zero_summary_with_exit_code_zero_is_clean(tool: str, output: str) -> None:
+    run = SanitizerRun(tool, 0, output)
+    assert run.reports == 0 and run.clean
+
+
+def test_reported_errors_are_counted_and_shown() -> None:
+    run = SanitizerRun("memcheck", REPORT_EXIT_CODE, DIRTY_MEMCHECK)
+    assert run.reports == 2 and not run.clean
+    message = run.describe()
+    assert message.startswith("compute-sanitizer memcheck reported 2 problem(s)")
+    assert "Invalid __global__ read of size 16 bytes" in message
+
+
+def test_a_crash_without_summary_is_not_clean() -> None:
+    run = SanitizerRun("initcheck", 1, "Traceback (most recent call last):\nRuntimeError: CUDA error\n")
+    assert run.reports == -1 and not run.clean
+    assert "printed no summary (exit code 1)" in run.describe()
+
+
+def test_a_failing_program_with_a_clean_summary_is_not_clean() -> None:
+    run = SanitizerRun("memcheck", 1, "AssertionError\n" + CLEAN_MEMCHECK)
+    assert not run.clean
+    assert "the checked program failed" in run.describe()
+
+
+def test_sanitizer_is_found_on_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    fake = tmp_path / "compute-sanitizer"
+    fake.write_text("#!/bin/sh\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", str(tmp_path))
+    assert find_compute_sanitizer() == fake
