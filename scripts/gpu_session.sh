@@ -1,49 +1,84 @@
 #!/usr/bin/env bash
-# One GPU-machine session: install opgen, render every recipe into a fresh workspace, build,
-# run every generated test (none may skip for want of a GPU), then benchmark. Device time is
-# scarce, so everything runs in one call; logs and results land in $OUT.
+# One GPU-machine session: install opgen, render the ops into a workspace, build, then any of:
+#   test      every generated test (none may skip for want of a GPU; multi-GPU ones need two GPUs)
+#   sanitize  `opgen test --sanitize`, one op per process, all at once
+#   multi     only the multi-GPU tests (inputs on cuda:1, different GPUs refused, DDP over NCCL)
+#   bench     `opgen bench` of the named recipes, results tarred into $OUT/benchmarks.tar.gz
+# Device time is scarce, so one call does it all; logs and results land in $OUT. The workspace
+# lives in $GPU_WORK (default /tmp/opgen-gpu), so a second call on a warm machine rebuilds nothing.
 #
-#   bash scripts/gpu_session.sh [test|bench|all] [OPS...]      (default: all softmax relu gelu my_op row_op)
+#   bash scripts/gpu_session.sh MODES [OPS...]     (MODES: comma-separated, e.g. test,sanitize;
+#                                                  default OPS: softmax relu gelu my_op row_op)
 set -uo pipefail
-mode=${1:-all}; shift || true
+modes=${1:-test}; shift || true
 ops=("$@"); [ ${#ops[@]} -eq 0 ] && ops=(softmax relu gelu my_op row_op)
 OUT=${OUT:-/tmp/opgen-out}; mkdir -p "$OUT"
 repo=$(cd "$(dirname "$0")/.." && pwd)
+work=${GPU_WORK:-/tmp/opgen-gpu}; mkdir -p "$work"
 export PYTHONUNBUFFERED=1
+has_mode() { [[ ",$modes," == *",$1,"* ]]; }
 
 # The GPU machine has no network: copier and its dependencies travel as wheels in .whl/.
 if ! python3 -c "import copier" 2>/dev/null; then
-  python3 -m pip install -q --no-index --no-deps --target /tmp/site "$repo"/.whl/*.whl && export PYTHONPATH=/tmp/site
+  wheels=$repo/.whl; [ -d "$wheels" ] || wheels=$(git -C "$repo" rev-parse --show-toplevel 2>/dev/null)/.whl
+  [ -d /tmp/site/copier ] || python3 -m pip install -q --no-index --no-deps --target /tmp/site "$wheels"/*.whl
+  export PYTHONPATH=/tmp/site
 fi
-python3 -m pip install -q --no-deps --no-build-isolation -e "$repo" >/dev/null
-{ nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv
-  python3 -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda)"; } | tee "$OUT/build.log"
+python3 -m pip install -q --no-deps --no-build-isolation -e "$repo" >/dev/null 2>&1
+{ nvidia-smi --query-gpu=index,name,driver_version,clocks.sm,clocks.mem --format=csv
+  python3 -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda)"
+  echo "compute-sanitizer: $(python3 -c 'from opgen.testing.sanitizer import find_compute_sanitizer as f; print(f())')"
+} | tee "$OUT/machine.log"
 
-work=$(mktemp -d); cd "$work"
+cd "$work"
 for op in "${ops[@]}"; do
+  [ -d "generated_ops/$op" ] && continue
   case $op in
     row_op) opgen new "$op" --kind rowwise ;;
     mish) opgen new mish --formula "x*tanh(log(1+exp(x)))" ;;
     relu_scale) opgen new relu_scale --formula "max(x, 0)*alpha" --param alpha=1.5 ;;
+    silu) opgen new silu --formula "x*sigmoid(x)" ;;
+    softplus) opgen new softplus --formula "log1p(exp(x))" ;;
+    gelu_tanh) opgen new gelu_tanh --formula "0.5*x*(1+tanh(0.7978845608028654*(x+0.044715*x**3)))" ;;
+    swish_gate) opgen new swish_gate --formula "x*sigmoid(y)" ;;
     *) opgen new "$op" ;;
   esac || exit 1
 done
-opgen build -j 16 "${ops[@]}" 2>&1 | tee -a "$OUT/build.log" || exit 1
+opgen build -j 16 "${ops[@]}" 2>&1 | tee -a "$OUT/build.log" | tail -15 || exit 1
 
 status=0
-if [ "$mode" != bench ]; then
-  opgen test "${ops[@]}" 2>&1 | tee "$OUT/test.log" | tail -40
+if has_mode sanitize; then  # in the background: it overlaps the plain tests
+  for op in "${ops[@]}"; do
+    ( opgen test "$op" --sanitize > "$OUT/sanitize-$op.log" 2>&1; echo "exit $?" >> "$OUT/sanitize-$op.log" ) &
+  done
+fi
+if has_mode test; then
+  opgen test "${ops[@]}" 2>&1 | tee "$OUT/test.log" | tail -25
   [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
   if grep -q "no CUDA GPU found" "$OUT/test.log"; then echo "CUDA tests were skipped on a GPU machine"; status=1; fi
 fi
-if [ "$mode" != test ]; then
+if has_mode multi; then
+  opgen test "${ops[@]}" -k "second_gpu or different_gpus or ddp" 2>&1 | tee "$OUT/multi.log" | tail -25
+  [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
+  if grep -q "needs two CUDA GPUs" "$OUT/multi.log"; then echo "multi-GPU tests were skipped"; status=1; fi
+fi
+if has_mode sanitize; then
+  wait
   for op in "${ops[@]}"; do
-    case $op in softmax|relu|gelu|mish|relu_scale) ;; *) continue ;; esac
+    echo "== sanitize $op: $(grep -E '^=+ .*(passed|failed|skipped|error)' "$OUT/sanitize-$op.log" | tail -1)"
+    grep -q "^exit 0$" "$OUT/sanitize-$op.log" || status=1
+    grep -q "skipped" "$OUT/sanitize-$op.log" && status=1
+  done
+  cat "$OUT"/sanitize-*.log > "$OUT/sanitize.log" && rm "$OUT"/sanitize-*.log
+fi
+if has_mode bench; then
+  for op in "${ops[@]}"; do
+    case $op in my_op|row_op) continue ;; esac
     mkdir -p "$OUT/benchmarks/$op"
     opgen bench "$op" --json "$OUT/benchmarks/$op/$op.json" --plot "$OUT/benchmarks/$op/$op.png" \
       --markdown "$OUT/benchmarks/$op/$op.md" >> "$OUT/bench.log" 2>&1
   done
-  # One file back instead of three per op (the device returns at most eight).
+  # One file back instead of three per op.
   tar -czf "$OUT/benchmarks.tar.gz" -C "$OUT" benchmarks && rm -rf "$OUT/benchmarks"
 fi
 exit $status
