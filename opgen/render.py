@@ -2,10 +2,17 @@
 
 Every render goes to a temporary folder beside its destination first and is moved into place
 only once complete, so an error midway leaves nothing half-written.
+
+Each render also keeps a snapshot of the template it used inside the workspace
+(``.opgen/templates/<id>/``, the id a hash of the template's files) and records the id as
+``_commit`` in the folder's answers file: `opgen update` merges from that snapshot (opgen.update),
+so updates need no git checkout of opgen and no state outside the workspace.
 """
 
 from __future__ import annotations
 
+import hashlib
+import os
 import shutil
 import tempfile
 import warnings
@@ -17,19 +24,86 @@ from typing import Any
 import copier
 
 from opgen import __version__
-from opgen.errors import InvalidFormula, OpExists, RenderError, WorkspaceError
+from opgen.errors import InvalidFormula, OpExists, RenderError, TemplateNotFound, WorkspaceError
 from opgen.names import validate_op_name
 from opgen.recipes import FORMULA, Kind, recipe_for
 from opgen.workspace import Workspace
 
+TEMPLATE_ENV = "OPGEN_TEMPLATE"
+SNAPSHOTS = Path(".opgen") / "templates"
+SNAPSHOTS_README = """\
+# Template snapshots
+
+`opgen new` and `opgen update` keep here a copy of each opgen template that rendered a folder of
+this workspace; each folder's `.copier-answers.yml` names its snapshot as `_commit`. `opgen update`
+merges from it to keep your edits while applying the template's changes. Keep this folder with
+your ops (commit it); `opgen update` deletes the snapshots no folder names any more.
+"""
+_NOT_TEMPLATE = shutil.ignore_patterns("__pycache__", "*.pyc", ".DS_Store")
+
 
 def template_dir() -> Path:
-    """The copier template: packaged inside opgen in a wheel, beside it in a checkout."""
+    """The copier template: $OPGEN_TEMPLATE, else packaged inside opgen (wheel), else beside it (checkout)."""
+    override = os.environ.get(TEMPLATE_ENV)
+    if override:
+        chosen = Path(override).expanduser().resolve()
+        if not (chosen / "copier.yml").is_file():
+            raise TemplateNotFound(path=str(chosen), variable=TEMPLATE_ENV)
+        return chosen
     here = Path(__file__).resolve().parent
     for candidate in (here / "template", here.parent / "template"):
         if (candidate / "copier.yml").is_file():
             return candidate
     raise RenderError(what="anything", reason=f"the opgen template is missing (looked in {here})")
+
+
+def snapshot_id(template: Path) -> str:
+    """A short hash of the template's files (names and bytes): equal templates, equal ids."""
+    digest = hashlib.sha256()
+    for path in sorted(template.rglob("*")):
+        if path.is_file():
+            for part in (path.relative_to(template).as_posix().encode(), path.read_bytes()):
+                digest.update(len(part).to_bytes(8, "little") + part)
+    return digest.hexdigest()[:12]
+
+
+def copy_template(destination: Path) -> str:
+    """Copy the current template to ``destination`` (a new folder); return its snapshot id.
+
+    Everything renders from such a copy, so the snapshot kept is exactly the template used even
+    when the template folder changes meanwhile.
+    """
+    shutil.copytree(template_dir(), destination, ignore=_NOT_TEMPLATE)
+    return snapshot_id(destination)
+
+
+def snapshot_dir(root: Path, snapshot: str) -> Path:
+    """Where the workspace at ``root`` keeps snapshot ``snapshot``."""
+    return root / SNAPSHOTS / snapshot
+
+
+def store_snapshot(template: Path, root: Path, snapshot: str) -> None:
+    """Keep a copy of ``template`` as snapshot ``snapshot`` of the workspace at ``root`` (once).
+
+    The copy is made beside its place and renamed into it, so it appears complete or not at all.
+    """
+    target = snapshot_dir(root, snapshot)
+    if target.is_dir():
+        return
+    target.parent.mkdir(parents=True, exist_ok=True)
+    readme = target.parent.parent / "README.md"
+    if not readme.exists():
+        readme.write_text(SNAPSHOTS_README)
+    staging = Path(tempfile.mkdtemp(prefix=".opgen-snapshot-", dir=target.parent))
+    try:
+        shutil.copytree(template, staging / snapshot)
+        try:
+            (staging / snapshot).rename(target)
+        except OSError:
+            if not target.is_dir():  # another opgen stored the same snapshot meanwhile: fine
+                raise
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
 
 
 @contextmanager
@@ -43,14 +117,14 @@ def _staging_dir(parent: Path, label: str) -> Iterator[Path]:
         shutil.rmtree(staging, ignore_errors=True)
 
 
-def _run_copier(destination: Path, data: dict[str, Any], what: str) -> None:
+def _run_copier(template: Path, destination: Path, data: dict[str, Any], what: str, snapshot: str) -> None:
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # copier's notes on template versions mean nothing here
             copier.run_copy(
-                str(template_dir()),
+                str(template),
                 str(destination),
-                data={**data, "opgen_version": __version__},
+                data={**data, "opgen_version": __version__, "opgen_snapshot": snapshot},
                 defaults=True,
                 overwrite=True,
                 quiet=True,
@@ -68,8 +142,10 @@ def render_workspace(workspace: Workspace) -> None:
     if workspace.exists:
         return
     with _staging_dir(workspace.path.parent, "workspace") as staging:
+        snapshot = copy_template(staging / "template")
         rendered = staging / workspace.package
-        _run_copier(rendered, {"scope": "workspace"}, what="the workspace")
+        _run_copier(staging / "template", rendered, {"scope": "workspace"}, what="the workspace", snapshot=snapshot)
+        store_snapshot(staging / "template", rendered, snapshot)
         if not workspace.path.exists():
             rendered.rename(workspace.path)
             return
@@ -125,8 +201,10 @@ def new_op(
         raise OpExists(name=name, path=str(target))
     render_workspace(workspace)
     with _staging_dir(workspace.path, f"new-{name}") as staging:
+        snapshot = copy_template(staging / "template")
         rendered = staging / name
-        _run_copier(rendered, data, what=f"op '{name}'")
+        _run_copier(staging / "template", rendered, data, what=f"op '{name}'", snapshot=snapshot)
+        store_snapshot(staging / "template", workspace.path, snapshot)
         if target.exists():
             # --force: swap the old folder out only once the new one is complete.
             retired = staging / f"{name}.replaced"
