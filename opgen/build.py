@@ -1,40 +1,89 @@
-"""`opgen build`: compile the workspace's ops in place by running its setup.py with ninja."""
+"""`opgen build`: compile the workspace's ops in place by running its setup.py with ninja.
+
+setup.py imports torch and setuptools, which alone takes seconds. So before starting it, opgen
+asks the workspace's ``_build_config.py`` (the file setup.py decides with, loaded here without
+torch) whether each op is up to date, and hands setup.py only the ops that are not: a build with
+nothing to do ends in about a second. Both sides read that one file, so they cannot disagree.
+
+While setup.py runs, its output is read line by line: the ``opgen-phase:``/``opgen-op:`` lines it
+prints and ninja's ``[n/N]`` lines become BuildEvents (an op compiling, which file it compiled,
+linking, done) for a live display on a terminal or plain lines in a CI log.
+"""
 
 from __future__ import annotations
 
+import importlib.util
+import math
 import os
 import re
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from types import ModuleType
+from typing import Any, ClassVar
 
-from opgen.errors import BuildFailed
+from rich.console import Console, RenderableType
+from rich.live import Live
+from rich.spinner import Spinner
+from rich.table import Table
+from rich.text import Text
+
+from opgen.errors import BuildFailed, InvalidArch
 from opgen.toolchain import CudaToolkit, find_cuda_toolkit
 from opgen.workspace import Workspace
 
-# nvcc needs about 1.5 GB per job on torch's headers; two per GiB-pair keeps a small machine
-# from swapping while still using every core on a large one.
-GIB_PER_COMPILE_JOB = 2
+# Peak memory of one compile job: nvcc on torch's ATen headers takes about 1.5-2 GB, g++ on the
+# same headers about half that. Jobs beyond what memory holds would swap or get OOM-killed.
+GIB_PER_CUDA_JOB = 2.0
+GIB_PER_CXX_JOB = 1.0
+
+# The workspace file that decides what a build compiles and when an op is up to date.
+BUILD_CONFIG_FILE = "_build_config.py"
 
 # gcc/clang "file:12:5: error: ...", nvcc "file(41): error: ...", and "fatal error: ...".
 _COMPILER_ERROR = re.compile(r"\berror\s*:", re.IGNORECASE)
 
+# ninja's status line for a finished edge (it prints them when stdout is no terminal), and the
+# source a compile command compiles.
+_NINJA_STATUS = re.compile(r"^\[(\d+)/(\d+)\]\s+(.*)$")
+_COMPILED_SOURCE = re.compile(r"\s-c\s+([^-\s]\S*)")  # torch writes "-c -c <source>" for C++
+
+# A compute capability as TORCH_CUDA_ARCH_LIST writes it: 9.0, 10.0, 9.0a, 10.0f, 8.6+PTX.
+_ARCH = re.compile(r"\d{1,2}\.\d[af]?(\+PTX)?")
+# torch also takes architecture names ("Hopper", "Ampere+Tegra") and "native"; it checks the
+# names itself, so only their shape is checked here.
+_ARCH_NAME = re.compile(r"native|[A-Z][a-z]+(\+[A-Z][a-z]+)?")
+
+FINAL_STATUSES = ("built", "up-to-date", "failed")
+
 
 @dataclass(frozen=True)
 class OpOutcome:
-    """One op's result: built, up-to-date or failed (with its first compiler error)."""
+    """One op's result: built, up-to-date or failed (with its first compiler error).
+
+    ``compiled`` names the translation units this build compiled (ninja recompiles only those
+    whose sources or included headers changed; none when the op was only relinked).
+    """
 
     op: str
     status: str
     seconds: float
     first_error: str = ""
+    compiled: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
 class BuildReport:
-    """What a build did: each op's outcome, in which mode, how long it took, and its full log."""
+    """What a build did: each op's outcome, in which mode, how long it took, and its full log.
+
+    ``architectures`` is the CUDA architecture list the ops were built for (None for a CPU-only
+    build, or when the workspace's setup.py did not say); ``ran_setup`` is False when every op
+    was found up to date without running setup.py.
+    """
 
     ops: list[str]
     mode: str
@@ -42,25 +91,197 @@ class BuildReport:
     seconds: float
     log: str
     outcomes: list[OpOutcome]
+    architectures: str | None = None
+    jobs: int = 1
+    ran_setup: bool = True
 
     @property
     def failed(self) -> list[OpOutcome]:
         return [outcome for outcome in self.outcomes if outcome.status == "failed"]
 
 
-def default_jobs() -> int:
-    cores = os.cpu_count() or 1
+@dataclass(frozen=True)
+class BuildEvent:
+    """A step of one op's build, as it happens.
+
+    ``phase`` is "queued", "compiling", "linking", or a final status ("built", "up-to-date",
+    "failed", with ``seconds``). While compiling, ``detail`` names the file ninja has just
+    compiled and its count ("softmax_cuda.cu (2/3)").
+    """
+
+    op: str
+    phase: str
+    detail: str = ""
+    seconds: float | None = None
+
+
+# ---------------------------------------------------------------------------------------------
+# Jobs and architectures
+
+
+def usable_cores() -> int:
+    """The processors this process may run on, within its CPU affinity and cgroup quota."""
     try:
-        memory_gib = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
-    except (ValueError, OSError):
+        cores = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cores = os.cpu_count() or 1
+    try:
+        quota, period = Path("/sys/fs/cgroup/cpu.max").read_text().split()[:2]
+        if quota != "max":
+            cores = min(cores, max(1, math.ceil(int(quota) / int(period))))
+    except (OSError, ValueError):
+        pass
+    return max(1, cores)
+
+
+def _cgroup_memory_left() -> int | None:
+    """Bytes this cgroup may still allocate (v2, else v1); None when it has no limit."""
+    for limit_file, usage_file in (
+        ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory.current"),
+        ("/sys/fs/cgroup/memory/memory.limit_in_bytes", "/sys/fs/cgroup/memory/memory.usage_in_bytes"),
+    ):
+        try:
+            limit_text = Path(limit_file).read_text().strip()
+            if limit_text == "max":
+                return None
+            limit, usage = int(limit_text), int(Path(usage_file).read_text().strip())
+        except (OSError, ValueError):
+            continue
+        return None if limit >= 2**60 else max(0, limit - usage)  # v1 writes "no limit" as a huge number
+    return None
+
+
+def available_memory_gib() -> float | None:
+    """Memory free for new processes now (MemAvailable, within any cgroup limit), in GiB."""
+    available: int | None = None
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                available = int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    if available is None:
+        try:
+            available = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_AVPHYS_PAGES")
+        except (ValueError, OSError, AttributeError):
+            return None
+    cgroup_left = _cgroup_memory_left()
+    if cgroup_left is not None:
+        available = min(available, cgroup_left)
+    return available / 2**30
+
+
+def default_jobs(with_cuda: bool = True) -> int:
+    """Parallel compile jobs: one per usable core, as many as free memory holds (at least one)."""
+    cores = usable_cores()
+    memory_gib = available_memory_gib()
+    if memory_gib is None:
         return cores
-    return max(1, min(cores, int(memory_gib // GIB_PER_COMPILE_JOB)))
+    per_job = GIB_PER_CUDA_JOB if with_cuda else GIB_PER_CXX_JOB
+    return max(1, min(cores, int(memory_gib // per_job)))
+
+
+def parse_arch_list(value: str, source: str = "--arch") -> str:
+    """``value`` ("9.0", "8.0,9.0", "8.0 9.0+PTX") written as TORCH_CUDA_ARCH_LIST takes it ("8.0;9.0").
+
+    InvalidArch when an entry is no architecture.
+    """
+    entries = [entry for entry in re.split(r"[;,\s]+", value.strip()) if entry]
+    if not entries:
+        raise InvalidArch(value=value, source=source, reason="it names no architecture")
+    for entry in entries:
+        if not (_ARCH.fullmatch(entry) or _ARCH_NAME.fullmatch(entry)):
+            raise InvalidArch(value=value, source=source, reason=f"{entry!r} is no compute capability")
+    return ";".join(entries)
+
+
+# ---------------------------------------------------------------------------------------------
+# The workspace's build configuration
+
+
+def load_build_config(workspace: Workspace) -> ModuleType | None:
+    """The workspace's _build_config.py as a module, or None when it has none or it fails to load.
+
+    None only costs speed: the build then runs setup.py, which reports a broken file itself.
+    """
+    path = workspace.path / BUILD_CONFIG_FILE
+    if not path.is_file():
+        return None
+    spec = importlib.util.spec_from_file_location(f"_opgen_build_config_{workspace.package}", path)
+    if spec is None or spec.loader is None:
+        return None
+    module = importlib.util.module_from_spec(spec)
+    try:
+        spec.loader.exec_module(module)
+    except Exception:  # the user's edited file: whatever it raises, setup.py will say it better
+        return None
+    return module
 
 
 def torch_has_cuda() -> bool:
     import torch
 
     return torch.version.cuda is not None
+
+
+def _torch_has_cuda(config: ModuleType | None) -> bool:
+    """Whether torch is a CUDA build, read without importing torch where the workspace can."""
+    if config is not None:
+        try:
+            return config.torch_build()[1] is not None
+        except Exception:  # an unreadable torch falls back to importing it
+            pass
+    return torch_has_cuda()
+
+
+def build_env(
+    ops: list[str],
+    *,
+    cpu_only: bool,
+    jobs: int | None,
+    arch: str | None = None,
+    config: ModuleType | None = None,
+) -> tuple[dict[str, str], CudaToolkit | None]:
+    """The environment setup.py runs in: the ops, jobs, CUDA toolkit (or OPGEN_CUDA=0), architectures.
+
+    InvalidArch for an architecture list nvcc cannot take.
+    """
+    env = dict(os.environ)
+    env["OPGEN_OPS"] = ",".join(ops)
+    chosen_arch = parse_arch_list(arch, "--arch") if arch is not None else None  # checked even when unused
+    toolkit = None if cpu_only or not _torch_has_cuda(config) else find_cuda_toolkit(env)
+    env["MAX_JOBS"] = str(jobs or default_jobs(with_cuda=toolkit is not None))
+    if toolkit is None:
+        env["OPGEN_CUDA"] = "0"
+    else:
+        env["CUDA_HOME"] = str(toolkit.home)
+        env["PATH"] = f"{toolkit.home / 'bin'}{os.pathsep}{env.get('PATH', '')}"
+        if chosen_arch is not None:
+            env["TORCH_CUDA_ARCH_LIST"] = chosen_arch
+        elif env.get("TORCH_CUDA_ARCH_LIST"):
+            env["TORCH_CUDA_ARCH_LIST"] = parse_arch_list(env["TORCH_CUDA_ARCH_LIST"], "TORCH_CUDA_ARCH_LIST")
+    return env, toolkit
+
+
+def resolve_settings(config: ModuleType | None, env: dict[str, str]) -> Any:
+    """The workspace's build settings under ``env``, or None when they cannot be worked out here."""
+    if config is None:
+        return None
+    try:
+        return config.resolve(env)
+    except Exception:  # setup.py will meet the same problem and report it
+        return None
+
+
+def stale_ops(workspace: Workspace, ops: Iterable[str], config: ModuleType, settings: Any) -> list[str]:
+    """The ``ops`` that are not up to date under ``settings``, by the workspace's own rule."""
+    return [
+        op for op in ops if not config.up_to_date(op, settings, config.op_library(op, workspace.path), workspace.path)
+    ]
+
+
+# ---------------------------------------------------------------------------------------------
+# Reading setup.py's output
 
 
 def first_compiler_error(log: str, op: str | None = None) -> str:
@@ -81,26 +302,142 @@ def first_compiler_error(log: str, op: str | None = None) -> str:
 
 def op_outcomes(log: str) -> list[OpOutcome]:
     """Each op's outcome from the `opgen-op: <op> <status> <seconds>` lines setup.py prints."""
-    outcomes = []
+    reader = LogReader()
     for line in log.splitlines():
-        if line.startswith("opgen-op: "):
-            op, status, seconds = line.removeprefix("opgen-op: ").split()
-            error = first_compiler_error(log, op) if status == "failed" else ""
-            outcomes.append(OpOutcome(op=op, status=status, seconds=float(seconds), first_error=error))
-    return outcomes
+        reader.read(line)
+    return reader.outcomes(log)
 
 
-def build_env(ops: list[str], *, cpu_only: bool, jobs: int | None) -> tuple[dict[str, str], CudaToolkit | None]:
-    env = dict(os.environ)
-    env["OPGEN_OPS"] = ",".join(ops)
-    env["MAX_JOBS"] = str(jobs or default_jobs())
-    toolkit = None if cpu_only or not torch_has_cuda() else find_cuda_toolkit(env)
-    if toolkit is None:
-        env["OPGEN_CUDA"] = "0"
-    else:
-        env["CUDA_HOME"] = str(toolkit.home)
-        env["PATH"] = f"{toolkit.home / 'bin'}{os.pathsep}{env.get('PATH', '')}"
-    return env, toolkit
+@dataclass
+class LogReader:
+    """Turns setup.py's output, line by line, into BuildEvents and each op's compiled files."""
+
+    mode: str = ""
+    current_op: str | None = None
+    compiled: dict[str, list[str]] = field(default_factory=dict)
+    finished: dict[str, tuple[str, float]] = field(default_factory=dict)
+
+    def read(self, line: str) -> BuildEvent | None:
+        line = line.rstrip("\n")
+        if line.startswith("opgen-build: "):
+            self.mode = line.removeprefix("opgen-build: ").split("; ops:")[0].strip()
+            return None
+        fields = line.split()
+        if line.startswith("opgen-phase: ") and len(fields) >= 3:
+            op, phase = fields[1:3]
+            self.current_op = op
+            return BuildEvent(op=op, phase=phase)
+        if line.startswith("opgen-op: ") and len(fields) >= 4:
+            op, status = fields[1:3]
+            try:
+                seconds = float(fields[3])
+            except ValueError:
+                seconds = 0.0
+            self.finished[op] = (status, seconds)
+            self.current_op = None
+            return BuildEvent(op=op, phase=status, seconds=seconds)
+        if line.startswith("FAILED:") and self.compiled.get(self.current_op or ""):
+            self.compiled[self.current_op or ""].pop()  # ninja's line before was that file failing
+            return None
+        ninja_status = _NINJA_STATUS.match(line)
+        if ninja_status is not None and self.current_op is not None:
+            done, total, command = ninja_status.groups()
+            source = _COMPILED_SOURCE.search(command)
+            name = Path(source.group(1)).name if source else command.split()[0]
+            self.compiled.setdefault(self.current_op, []).append(name)
+            return BuildEvent(op=self.current_op, phase="compiling", detail=f"{name} ({done}/{total})")
+        return None
+
+    def outcomes(self, log: str) -> list[OpOutcome]:
+        return [
+            OpOutcome(
+                op=op,
+                status=status,
+                seconds=seconds,
+                first_error=first_compiler_error(log, op) if status == "failed" else "",
+                compiled=tuple(self.compiled.get(op, ())),
+            )
+            for op, (status, seconds) in self.finished.items()
+        ]
+
+
+# ---------------------------------------------------------------------------------------------
+# Progress displays
+
+
+class PlainProgress:
+    """One line per step, for logs: `softmax: compiled softmax_cuda.cu (2/3)`."""
+
+    def __init__(self, write: Callable[[str], None]) -> None:
+        self.write = write
+
+    def __call__(self, event: BuildEvent) -> None:
+        if event.phase in ("queued", "up-to-date"):
+            return  # nothing happens to these; the summary lists them
+        if event.phase == "compiling":
+            self.write(f"{event.op}: compiled {event.detail}" if event.detail else f"{event.op}: compiling")
+        elif event.phase == "linking":
+            self.write(f"{event.op}: linking")
+        else:
+            self.write(f"{event.op}: {event.phase} in {event.seconds or 0.0:.1f} s")
+
+
+@dataclass
+class _OpRow:
+    phase: str
+    detail: str = ""
+    started: float | None = None
+    seconds: float | None = None
+    spinner: Spinner = field(default_factory=lambda: Spinner("dots", style="yellow"))  # one, so it turns
+
+
+class LiveProgress:
+    """A table with one row per op (what it is doing, for how long) that redraws as events come."""
+
+    _STYLES: ClassVar[dict[str, str]] = {"built": "green", "up-to-date": "cyan", "failed": "red", "queued": "dim"}
+
+    def __init__(self) -> None:
+        self.rows: dict[str, _OpRow] = {}
+
+    def __call__(self, event: BuildEvent) -> None:
+        row = self.rows.setdefault(event.op, _OpRow(phase="queued"))
+        if event.phase in ("compiling", "linking") and row.started is None:
+            row.started = time.monotonic()
+        row.phase, row.seconds = event.phase, event.seconds
+        row.detail = event.detail if event.phase == "compiling" else ""
+
+    def __rich__(self) -> RenderableType:
+        table = Table.grid(padding=(0, 2))
+        for _ in range(4):
+            table.add_column()
+        for op, row in self.rows.items():
+            if row.phase in ("compiling", "linking"):
+                icon: RenderableType = row.spinner
+                elapsed = f"{time.monotonic() - (row.started or time.monotonic()):.0f} s"
+            else:
+                icon = Text({"built": "✓", "up-to-date": "=", "failed": "✗"}.get(row.phase, "·"))
+                elapsed = f"{row.seconds:.1f} s" if row.seconds is not None and row.phase != "up-to-date" else ""
+            phase = Text(row.phase, style=self._STYLES.get(row.phase, "yellow"))
+            if row.detail:
+                phase.append(f"  {row.detail} done", style="dim")
+            table.add_row(icon, Text(op, style="bold"), phase, elapsed)
+        return table
+
+
+@contextmanager
+def progress_display(console: Console) -> Iterator[Callable[[BuildEvent], None]]:
+    """A live table on a terminal, plain lines elsewhere (CI logs, pipes); yields its callback."""
+    if not console.is_terminal:
+        yield PlainProgress(lambda text: console.print(text, markup=False, highlight=False, soft_wrap=True))
+        return
+    live_progress = LiveProgress()
+    # transient: the summary that follows replaces the table once the build is done.
+    with Live(live_progress, console=console, refresh_per_second=8, transient=True):
+        yield live_progress
+
+
+# ---------------------------------------------------------------------------------------------
+# The build
 
 
 def build_ops(
@@ -109,39 +446,98 @@ def build_ops(
     *,
     cpu_only: bool = False,
     jobs: int | None = None,
+    arch: str | None = None,
     echo: Callable[[str], None] | None = None,
+    progress: Callable[[BuildEvent], None] | None = None,
 ) -> BuildReport:
     """Build ``ops`` (all when none are named) in place; BuildFailed if any op fails.
 
     An op that fails to compile does not stop the others: BuildFailed carries the report with
-    every op's outcome and each failure's first compiler error.
+    every op's outcome and each failure's first compiler error. Ops that are up to date are
+    not handed to setup.py at all; when every op is, setup.py does not run.
 
-    ``echo`` receives every line of the build's output as it comes (for ``-v``); the mode line
-    setup.py prints (CPU only, or CUDA with which architectures and toolkit) is always kept.
+    ``arch`` is the CUDA architecture list ("9.0", "8.0;9.0"; default TORCH_CUDA_ARCH_LIST,
+    else the visible GPU's, else the workspace's default). ``echo`` receives every line of the
+    build's output as it comes (for ``-v``); ``progress`` receives each op's BuildEvents.
     """
     names = workspace.require_ops(ops)
-    env, toolkit = build_env(names, cpu_only=cpu_only, jobs=jobs)
-    command = [sys.executable, "setup.py", "build_ext", "--inplace"]
     started = time.perf_counter()
+    config = load_build_config(workspace)
+    env, toolkit = build_env(names, cpu_only=cpu_only, jobs=jobs, arch=arch, config=config)
+    settings = resolve_settings(config, env)
+    architectures = None
+    if settings is not None:
+        architectures = settings.cuda_arch_list
+        if architectures:
+            env["TORCH_CUDA_ARCH_LIST"] = architectures  # resolved once, here: setup.py gets the same
+    notify = progress or (lambda event: None)
+    to_build = names if config is None or settings is None else stale_ops(workspace, names, config, settings)
+    fresh = [OpOutcome(op=op, status="up-to-date", seconds=0.0) for op in names if op not in to_build]
+    for op in names:  # in the order the summary lists them
+        notify(
+            BuildEvent(op=op, phase="queued") if op in to_build else BuildEvent(op=op, phase="up-to-date", seconds=0.0)
+        )
+    report = BuildReport(
+        ops=names,
+        mode=settings.describe() if settings is not None else "unknown",
+        toolkit=toolkit,
+        seconds=0.0,
+        log="",
+        outcomes=fresh,
+        architectures=architectures,
+        jobs=int(env["MAX_JOBS"]),
+        ran_setup=bool(to_build),
+    )
+    if not to_build:
+        return replace(report, seconds=time.perf_counter() - started)
+
+    env["OPGEN_OPS"] = ",".join(to_build)
+    env["PYTHONUNBUFFERED"] = "1"  # phase lines must arrive as they happen, not when the buffer fills
     process = subprocess.Popen(
-        command, cwd=workspace.path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+        [sys.executable, "setup.py", "build_ext", "--inplace"],
+        cwd=workspace.path,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
     )
     assert process.stdout is not None
     lines: list[str] = []
-    mode = "unknown"
+    reader = LogReader()
     for line in process.stdout:
         lines.append(line)
-        if line.startswith("opgen-build: "):
-            mode = line.removeprefix("opgen-build: ").split("; ops:")[0].strip()
-        if echo is not None:
-            echo(line.rstrip("\n"))
+        event = reader.read(line)
+        if echo is not None and not line.startswith(("opgen-phase: ", "opgen-op: ")):
+            echo(line.rstrip("\n"))  # the progress display shows those
+        if event is not None:
+            notify(event)
     returncode = process.wait()
     log = "".join(lines)
-    report = BuildReport(
-        ops=names, mode=mode, toolkit=toolkit, seconds=time.perf_counter() - started, log=log, outcomes=op_outcomes(log)
+    built = {outcome.op: outcome for outcome in reader.outcomes(log)}
+    for op in to_build:
+        if op not in built:  # setup.py stopped before it reached this op
+            status = "built" if returncode == 0 else "failed"
+            error = "" if returncode == 0 else first_compiler_error(log)
+            built[op] = OpOutcome(op=op, status=status, seconds=0.0, first_error=error)
+            notify(BuildEvent(op=op, phase=status, seconds=0.0))
+    # First errors name files relative to the workspace: shorter, and the path the user opens.
+    prefix = f"{workspace.path}{os.sep}"
+    built = {op: replace(o, first_error=o.first_error.replace(prefix, "")) for op, o in built.items()}
+    outcomes = [outcome for outcome in [*fresh, *built.values()] if outcome.op in names]
+    outcomes.sort(key=lambda outcome: names.index(outcome.op))
+    mode = reader.mode or report.mode
+    if architectures is None and (named := re.search(r"CUDA architectures (\S+?),", mode)):
+        architectures = named.group(1)  # a workspace without _build_config.py says it only here
+    report = replace(
+        report,
+        mode=mode,
+        architectures=architectures,
+        seconds=time.perf_counter() - started,
+        log=log,
+        outcomes=outcomes,
     )
-    if returncode != 0:
+    if returncode != 0 or report.failed:
         failed = report.failed
-        first_error = failed[0].first_error if failed else first_compiler_error(log)
-        raise BuildFailed(ops=[o.op for o in failed] or names, first_error=first_error, report=report)
+        first_error = failed[0].first_error if failed else first_compiler_error(log).replace(prefix, "")
+        raise BuildFailed(ops=[o.op for o in failed] or to_build, first_error=first_error, report=report)
     return report

@@ -1,9 +1,36 @@
 from __future__ import annotations
 
+import io
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from types import ModuleType
+
 import pytest
+from rich.console import Console
 
 from opgen import build
-from opgen.build import build_env, default_jobs, first_compiler_error
+from opgen.build import (
+    BuildEvent,
+    LiveProgress,
+    LogReader,
+    PlainProgress,
+    build_env,
+    build_ops,
+    default_jobs,
+    first_compiler_error,
+    load_build_config,
+    parse_arch_list,
+    progress_display,
+    stale_ops,
+)
+from opgen.errors import BuildFailed, InvalidArch
+from opgen.render import new_op
+from opgen.workspace import Workspace
+
+CPU_ENV = {"OPGEN_CUDA": "0"}
 
 
 def test_first_compiler_error_finds_gcc_and_nvcc_errors() -> None:
@@ -16,8 +43,17 @@ def test_first_compiler_error_finds_gcc_and_nvcc_errors() -> None:
     assert first_compiler_error("something odd\nlast words\n") == "last words"
 
 
-def test_jobs_default_to_at_least_one() -> None:
-    assert default_jobs() >= 1
+def test_jobs_follow_cores_and_free_memory(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(build, "usable_cores", lambda: 16)
+    monkeypatch.setattr(build, "available_memory_gib", lambda: 9.5)
+    assert default_jobs(with_cuda=True) == 4  # nvcc: 2 GiB a job
+    assert default_jobs(with_cuda=False) == 9
+    monkeypatch.setattr(build, "available_memory_gib", lambda: 0.5)
+    assert default_jobs() == 1  # never zero
+    monkeypatch.setattr(build, "available_memory_gib", lambda: 512.0)
+    assert default_jobs() == 16
+    monkeypatch.undo()
+    assert 1 <= default_jobs() <= (os.cpu_count() or 1)
 
 
 def test_cpu_only_build_never_looks_for_cuda(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -28,3 +64,287 @@ def test_cpu_only_build_never_looks_for_cuda(monkeypatch: pytest.MonkeyPatch) ->
     env, toolkit = build_env(["relu", "gelu"], cpu_only=True, jobs=3)
     assert toolkit is None and env["OPGEN_CUDA"] == "0"
     assert env["OPGEN_OPS"] == "relu,gelu" and env["MAX_JOBS"] == "3"
+
+
+def test_arch_lists_are_normalized_or_refused() -> None:
+    assert parse_arch_list("9.0") == "9.0"
+    assert parse_arch_list("8.0, 9.0a 10.0+PTX") == "8.0;9.0a;10.0+PTX"
+    assert parse_arch_list("Hopper;native") == "Hopper;native"
+    for bad in ("sm_90", "90", "9.0;compute_90", " ", "9.0+ptx"):
+        with pytest.raises(InvalidArch) as caught:
+            parse_arch_list(bad)
+        assert caught.value.exit_code == 2 and "--arch" in str(caught.value)
+    with pytest.raises(InvalidArch):  # a bad --arch is refused even where no CUDA is compiled
+        build_env(["relu"], cpu_only=True, jobs=1, arch="sm_90")
+
+
+SETUP_LOG = """\
+opgen-build: CPU and CUDA kernels, CUDA architectures 9.0, toolkit /usr/local/cuda; ops: relu, gelu
+running build_ext
+opgen-phase: relu compiling
+[1/2] c++ -MMD -MF /ws/build/temp/relu/csrc/relu_cpu.o.d -O3 -c -c /ws/relu/csrc/relu_cpu.cpp -o /ws/build/relu_cpu.o
+[2/2] /usr/local/cuda/bin/nvcc --generate-dependencies-with-compile -c /ws/relu/csrc/relu_cuda.cu -o /ws/relu_cuda.o
+opgen-phase: relu linking
+g++ -shared /ws/build/relu_cpu.o /ws/relu_cuda.o -o build/lib/ws/relu/_C.abi3.so
+opgen-op: relu built 41.5
+opgen-phase: gelu compiling
+FAILED: /ws/build/temp/gelu/csrc/gelu_cpu.o
+/ws/gelu/csrc/gelu_cpu.cpp:7:3: error: expected ';' before '}' token
+opgen-op-error: gelu: Error compiling objects for extension
+opgen-op: gelu failed 3.0
+"""
+
+
+def test_setup_output_becomes_events_and_plain_progress_lines() -> None:
+    reader = LogReader()
+    events = [event for line in SETUP_LOG.splitlines() if (event := reader.read(line)) is not None]
+    assert events[1] == BuildEvent(op="relu", phase="compiling", detail="relu_cpu.cpp (1/2)")
+    lines: list[str] = []
+    progress = PlainProgress(lines.append)
+    for event in [BuildEvent(op="softmax", phase="up-to-date", seconds=0.0), *events]:
+        progress(event)
+    assert lines == [
+        "relu: compiling",
+        "relu: compiled relu_cpu.cpp (1/2)",
+        "relu: compiled relu_cuda.cu (2/2)",
+        "relu: linking",
+        "relu: built in 41.5 s",
+        "gelu: compiling",
+        "gelu: failed in 3.0 s",
+    ]
+    assert reader.mode == "CPU and CUDA kernels, CUDA architectures 9.0, toolkit /usr/local/cuda"
+    relu, gelu = reader.outcomes(SETUP_LOG)
+    assert relu.compiled == ("relu_cpu.cpp", "relu_cuda.cu") and relu.seconds == 41.5
+    assert gelu.status == "failed" and gelu.compiled == ()
+    assert gelu.first_error == "/ws/gelu/csrc/gelu_cpu.cpp:7:3: error: expected ';' before '}' token"
+
+
+def test_logs_get_plain_lines_and_terminals_a_live_table() -> None:
+    log = io.StringIO()
+    with progress_display(Console(file=log, width=40)) as progress:  # no terminal: plain lines
+        progress(BuildEvent(op="relu", phase="compiling", detail="relu_cpu.cpp (1/2)"))
+        progress(BuildEvent(op="relu", phase="built", seconds=12.25))
+    assert log.getvalue() == "relu: compiled relu_cpu.cpp (1/2)\nrelu: built in 12.2 s\n"
+
+    live = LiveProgress()
+    for event in [
+        BuildEvent(op="gelu", phase="up-to-date", seconds=0.0),
+        BuildEvent(op="relu", phase="queued"),
+        BuildEvent(op="softmax", phase="queued"),
+        BuildEvent(op="relu", phase="compiling"),
+        BuildEvent(op="relu", phase="compiling", detail="relu_cpu.cpp (1/2)"),
+        BuildEvent(op="softmax", phase="failed", seconds=3.0),
+    ]:
+        live(event)
+    screen = Console(file=io.StringIO(), width=100, color_system=None)
+    screen.print(live)
+    gelu, relu, softmax = (" ".join(line.split()) for line in screen.file.getvalue().splitlines())
+    assert gelu == "= gelu up-to-date"
+    assert relu.startswith("relu compiling relu_cpu.cpp (1/2) done 0 s", 2)  # after the spinner
+    assert softmax == "✗ softmax failed 3.0 s"
+
+
+# The fast path: which ops the workspace's _build_config.py finds up to date, without setup.py.
+
+
+@pytest.fixture
+def built_ws(workspace: Workspace) -> tuple[Workspace, ModuleType]:
+    """A workspace whose relu and gelu look freshly built (CPU only) as setup.py leaves them."""
+    for op in ("relu", "gelu"):
+        new_op(op, workspace=workspace)
+    config = load_build_config(workspace)
+    assert config is not None
+    settings = config.resolve(CPU_ENV)
+    for op in ("relu", "gelu"):
+        config.write_stamp(op, settings, workspace.path)
+        mark_built(workspace, op)
+    return workspace, config
+
+
+def mark_built(workspace: Workspace, op: str) -> None:
+    library = workspace.op_dir(op) / "_C.abi3.so"
+    library.write_bytes(b"")
+    later = time.time() + 100  # newer than every input, as after a link
+    os.utime(library, (later, later))
+
+
+def touch_later(path: Path) -> None:
+    later = time.time() + 200  # newer than the library
+    os.utime(path, (later, later))
+
+
+def stale(workspace: Workspace, config: ModuleType, env: dict[str, str] = CPU_ENV) -> list[str]:
+    return stale_ops(workspace, ["gelu", "relu"], config, config.resolve(env))
+
+
+def test_fresh_build_is_up_to_date(built_ws: tuple[Workspace, ModuleType]) -> None:
+    workspace, config = built_ws
+    assert stale(workspace, config) == []
+
+
+@pytest.mark.parametrize(
+    "changed",
+    ["relu/csrc/relu_cpu.cpp", "relu/csrc/relu_cuda.cu", "include/opgen/elementwise.cuh", "setup.py"],
+)
+def test_a_touched_input_makes_the_ops_using_it_stale(built_ws: tuple[Workspace, ModuleType], changed: str) -> None:
+    workspace, config = built_ws
+    touch_later(workspace.path / changed)
+    expected = {
+        "relu/csrc/relu_cpu.cpp": ["relu"],
+        "relu/csrc/relu_cuda.cu": [],  # a CPU-only build does not compile it
+        "include/opgen/elementwise.cuh": ["gelu", "relu"],  # .cuh too, not only .h
+        "setup.py": ["gelu", "relu"],  # its flags may have changed
+    }[changed]
+    assert stale(workspace, config) == expected
+
+
+def test_a_changed_setting_makes_every_op_stale(built_ws: tuple[Workspace, ModuleType]) -> None:
+    workspace, config = built_ws
+    assert stale(workspace, config, {**CPU_ENV, "CXXFLAGS": "-g"}) == ["gelu", "relu"]
+    assert stale(workspace, config, {**CPU_ENV, "TORCH_CUDA_ARCH_LIST": "8.0"}) == []  # no CUDA: arch is moot
+
+
+def test_a_changed_cuda_arch_makes_every_op_stale(
+    built_ws: tuple[Workspace, ModuleType], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    workspace, config = built_ws
+    toolkit = tmp_path / "cuda"
+    (toolkit / "lib64").mkdir(parents=True)
+    (toolkit / "lib64" / "libcudart.so").write_bytes(b"")
+    monkeypatch.setattr(config, "torch_build", lambda: ("2.9.0+cu128", "12.8", "abc"))
+    cuda_env = {"CUDA_HOME": str(toolkit), "TORCH_CUDA_ARCH_LIST": "9.0"}
+    assert stale(workspace, config, cuda_env) == ["gelu", "relu"]  # built CPU-only before
+    settings = config.resolve(cuda_env)
+    for op in ("gelu", "relu"):
+        config.write_stamp(op, settings, workspace.path)
+        mark_built(workspace, op)
+    assert stale(workspace, config, cuda_env) == []
+    assert stale(workspace, config, {**cuda_env, "TORCH_CUDA_ARCH_LIST": "8.0;9.0"}) == ["gelu", "relu"]
+    assert stale(workspace, config, {**cuda_env, "NVCC_APPEND_FLAGS": "-G"}) == ["gelu", "relu"]
+    monkeypatch.setattr(config, "torch_build", lambda: ("2.10.0+cu128", "12.8", "def"))
+    assert stale(workspace, config, cuda_env) == ["gelu", "relu"]  # another torch
+
+
+def test_added_or_removed_sources_and_missing_library_make_the_op_stale(
+    built_ws: tuple[Workspace, ModuleType],
+) -> None:
+    workspace, config = built_ws
+    extra = workspace.op_dir("relu") / "csrc" / "relu_extra.cpp"
+    extra.write_text("// more\n")
+    os.utime(extra, (0, 0))  # even with an old mtime (copied, checked out), the source list changed
+    assert stale(workspace, config) == ["relu"]
+    extra.unlink()
+    assert stale(workspace, config) == []
+    (workspace.op_dir("gelu") / "csrc" / "gelu_cpu.cpp").unlink()
+    assert stale(workspace, config) == ["gelu"]
+    (workspace.op_dir("relu") / "_C.abi3.so").unlink()
+    assert stale(workspace, config) == ["gelu", "relu"]
+
+
+def test_nothing_to_do_never_starts_setup_py(
+    built_ws: tuple[Workspace, ModuleType], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    workspace, _ = built_ws
+
+    def explode(*args: object, **kwargs: object) -> None:
+        raise AssertionError("setup.py was started")
+
+    monkeypatch.setattr(build.subprocess, "Popen", explode)
+    events: list[BuildEvent] = []
+    report = build_ops(workspace, cpu_only=True, jobs=1, progress=events.append)
+    assert not report.ran_setup and report.architectures is None
+    assert [(o.op, o.status) for o in report.outcomes] == [("gelu", "up-to-date"), ("relu", "up-to-date")]
+    assert [event.phase for event in events] == ["up-to-date", "up-to-date"]
+    assert report.mode.startswith("CPU kernels only")
+
+
+FAKE_SETUP = """\
+import os
+print("opgen-build: CPU kernels only (test); ops: " + os.environ["OPGEN_OPS"], flush=True)
+for op in os.environ["OPGEN_OPS"].split(","):
+    print(f"opgen-phase: {op} compiling", flush=True)
+    print(f"[1/1] c++ -c -c {op}/csrc/{op}_cpu.cpp -o x.o", flush=True)
+    if op == "gelu":
+        print("FAILED: x.o", flush=True)
+        print(f"{os.getcwd()}/{op}/csrc/{op}_cpu.cpp:3:1: error: expected unqualified-id", flush=True)
+        print(f"opgen-op: {op} failed 0.2", flush=True)
+    else:
+        print(f"opgen-phase: {op} linking", flush=True)
+        print(f"opgen-op: {op} built 0.3", flush=True)
+raise SystemExit(1 if "gelu" in os.environ["OPGEN_OPS"] else 0)
+"""
+
+
+def test_only_stale_ops_go_to_setup_py_and_a_failure_is_reported(
+    built_ws: tuple[Workspace, ModuleType],
+) -> None:
+    workspace, _ = built_ws
+    setup = workspace.path / "setup.py"
+    setup.write_text(FAKE_SETUP)
+    os.utime(setup, (0, 0))  # the fake itself must not make every op stale
+    touch_later(workspace.op_dir("relu") / "csrc" / "relu.cpp")
+    events: list[BuildEvent] = []
+    report = build_ops(workspace, ["relu", "gelu"], cpu_only=True, jobs=1, progress=events.append)
+    assert report.ran_setup and "ops: relu\n" in report.log  # gelu was up to date: not handed over
+    assert [(o.op, o.status, o.compiled) for o in report.outcomes] == [
+        ("relu", "built", ("relu_cpu.cpp",)),
+        ("gelu", "up-to-date", ()),
+    ]
+    assert [event.phase for event in events if event.op == "relu"] == [
+        "queued",
+        "compiling",
+        "compiling",
+        "linking",
+        "built",
+    ]
+    touch_later(workspace.op_dir("gelu") / "csrc" / "gelu.cpp")
+    with pytest.raises(BuildFailed) as caught:
+        build_ops(workspace, cpu_only=True, jobs=1)
+    failed = caught.value.report
+    assert [(o.op, o.status, o.compiled) for o in failed.outcomes] == [
+        ("gelu", "failed", ()),  # the file ninja tried did not compile
+        ("relu", "built", ("relu_cpu.cpp",)),
+    ]
+    # The first error, with its path relative to the workspace, in the report and the message.
+    assert failed.failed[0].first_error == "gelu/csrc/gelu_cpu.cpp:3:1: error: expected unqualified-id"
+    assert str(caught.value).endswith(": gelu/csrc/gelu_cpu.cpp:3:1: error: expected unqualified-id")
+
+
+@pytest.mark.slow
+def test_real_build_is_incremental_and_skips_setup_when_nothing_changed(tmp_path: Path) -> None:
+    """One op, CPU only: a cold build, a no-change build, one touched file, then a broken op beside it."""
+    root = tmp_path / "project"
+    root.mkdir()
+    workspace = Workspace.locate(root / "generated_ops")
+    new_op("relu", workspace=workspace)
+    cold = build_ops(workspace, cpu_only=True, jobs=2)
+    assert [(o.status, sorted(o.compiled)) for o in cold.outcomes] == [("built", ["relu.cpp", "relu_cpu.cpp"])]
+
+    again = build_ops(workspace, cpu_only=True, jobs=2)
+    assert not again.ran_setup and again.outcomes[0].status == "up-to-date"
+
+    (workspace.op_dir("relu") / "csrc" / "relu_cpu.cpp").touch()  # now: the rebuilt library is newer
+    command = [sys.executable, "-m", "opgen", "build", "--cpu-only", "-j", "2", "-w", str(workspace.path)]
+    result = subprocess.run(command, capture_output=True, text=True, cwd=root)
+    assert result.returncode == 0, result.stdout + result.stderr
+    # Plain progress lines (stdout is no terminal): only the touched file was recompiled.
+    assert "relu: compiled relu_cpu.cpp (1/1)\nrelu: linking\nrelu: built in " in result.stdout
+
+    # An op that fails to compile, sorted before one whose library must be copied into its folder
+    # (built, then deleted there): that op still lands in place.
+    new_op("broken", workspace=workspace)
+    (workspace.op_dir("relu") / "_C.abi3.so").unlink()
+    broken_source = workspace.op_dir("broken") / "csrc" / "broken_cpu.cpp"
+    broken_source.write_text(broken_source.read_text() + "\nnot C++\n")
+    with pytest.raises(BuildFailed) as caught:
+        build_ops(workspace, cpu_only=True, jobs=2)
+    outcomes = [(o.op, o.status) for o in caught.value.report.outcomes]
+    assert outcomes == [("broken", "failed"), ("relu", "up-to-date")]
+    assert caught.value.report.failed[0].first_error.startswith("broken/csrc/broken_cpu.cpp:")
+    probe = (
+        "import warnings, torch\nwarnings.simplefilter('ignore')\nimport generated_ops as g\n"
+        "x = torch.tensor([-1.0, 2.0])\nassert g.relu(x).tolist() == [0.0, 2.0]\n"
+        "assert g.unbuilt_ops == ['broken'], g.unbuilt_ops\n"
+    )
+    probed = subprocess.run([sys.executable, "-c", probe], cwd=root, capture_output=True, text=True)
+    assert probed.returncode == 0, probed.stderr
