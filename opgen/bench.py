@@ -123,8 +123,8 @@ def run_benchmark(
     *,
     forward: Callable[..., torch.Tensor],
     reference: Callable[..., torch.Tensor],
-    backward: Callable[..., torch.Tensor] | None = None,
-    reference_backward: Callable[..., torch.Tensor] | None = None,
+    backward: Callable[..., Any] | None = None,
+    reference_backward: Callable[..., Any] | None = None,
     backward_workloads: Sequence[Workload] = (),
     dtype: torch.dtype,
     device: str,
@@ -251,15 +251,22 @@ def plot(report: Report, path: Path) -> None:
 
 def bench_main(
     op: str,
-    make_workloads: Callable[[torch.dtype, str, int], Sequence[Workload]],
+    make_workloads: Callable[[torch.dtype, str, int, int], Sequence[Workload]],
     *,
     forward: Callable[..., torch.Tensor],
     reference: Callable[..., torch.Tensor],
-    backward: Callable[..., torch.Tensor] | None = None,
-    reference_backward: Callable[..., torch.Tensor] | None = None,
+    backward: Callable[..., Any] | None = None,
+    reference_backward: Callable[..., Any] | None = None,
+    inputs: int = 1,
     argv: Sequence[str] | None = None,
 ) -> Report:
-    """The command line of a generated benchmark: parse, time, print, save."""
+    """The command line of a generated benchmark: parse, time, print, save.
+
+    ``make_workloads(dtype, device, reads, writes)`` gives the workloads of a pass that reads
+    ``reads`` tensors (its inputs) and writes ``writes``. The op's forward reads its ``inputs``
+    tensors and writes one; its backward reads the incoming gradient and the inputs and writes
+    one gradient per input.
+    """
     import argparse
 
     parser = argparse.ArgumentParser(
@@ -285,12 +292,12 @@ def bench_main(
         dtype = getattr(torch, dtype_name)
         measurements = run_benchmark(
             op,
-            make_workloads(dtype, options.device, 2),
+            make_workloads(dtype, options.device, inputs, 1),
             forward=forward,
             reference=reference,
             backward=backward,
             reference_backward=reference_backward,
-            backward_workloads=make_workloads(dtype, options.device, 3),
+            backward_workloads=make_workloads(dtype, options.device, inputs + 1, inputs),
             dtype=dtype,
             device=options.device,
             include_compile=not options.no_compile,

@@ -12,6 +12,14 @@ function has no derivative are PyTorch's: ``max(x, c)`` with a constant ``c`` as
 (0 at the tie, the constant wins), ``max(x, y)`` of two tensors as ``torch.maximum`` (a tie
 splits the gradient in half), ``abs`` as ``torch.abs`` (0 at 0); ``where`` sends the gradient to
 the branch it picked, as ``torch.where`` does.
+
+``log(1 + exp(u))`` and ``log1p(exp(u))`` are read as ``softplus(u)`` and computed in its stable
+form (``max(u, 0) + log1p(exp(-|u|))``, as ``torch.nn.functional.softplus``): what a user writing
+that formula means, where the literal form overflows for ``u`` past 88 in float32 (and its
+derivative ``exp(u) / (1 + exp(u))`` turns into inf / inf = NaN).
+
+The names that are not params are the op's tensor inputs, in order of first appearance; an op of
+several inputs broadcasts them as PyTorch does, and its backward gives one gradient per input.
 """
 
 from __future__ import annotations
@@ -30,6 +38,9 @@ from opgen.errors import InvalidFormula
 from opgen.names import CPP_KEYWORDS
 
 MAX_FORMULA_LENGTH = 500
+# Tensor inputs of one op. Each is one more pointer the kernel loads from, and one more gradient
+# its backward writes; past a handful, registers and the bytes in flight per thread run out.
+MAX_INPUTS = 8
 # Integer powers up to this are multiplications (opgen_formula::ipow); larger ones use std::pow.
 MAX_INTEGER_POWER = 8
 # Derivatives up to this many operations are simplified by sympy (a second or so at most).
@@ -46,6 +57,7 @@ RESERVED_NAMES = frozenset(
     kFast pi e inf nan forward backward training extra_repr params saved_tensors save_for_backward
     needs_input_grad mark_dirty mark_non_differentiable set_materialize_grads to cuda cpu type half
     train eval apply parameters buffers modules children state_dict ipow sign formula_exp
+    broadcast grad grads device_guard shape dtype
     """.split()
 )
 
@@ -109,13 +121,42 @@ class Cos(_Unary):
 class Tanh(_Unary):
     @staticmethod
     def _derivative(arg: sp.Expr) -> sp.Expr:
-        return 1 - Tanh(arg) ** 2
+        return Sech2(arg)
 
 
 class Sigmoid(_Unary):
     @staticmethod
     def _derivative(arg: sp.Expr) -> sp.Expr:
-        return Sigmoid(arg) * (1 - Sigmoid(arg))
+        return SigmoidGrad(arg)
+
+
+# The derivatives of tanh and sigmoid, 1 - tanh(u)^2 and sigmoid(u) (1 - sigmoid(u)), as functions
+# of their own: in float, 1 - tanh(u)^2 and 1 - sigmoid(u) cancel to a few significant digits
+# once |u| passes 4 or so, and an op like x * sigmoid(y) multiplies that error by x. The kernels
+# compute both from e = exp(-|u|) instead (opgen_formula::sech2, sigmoid_grad), which keeps full
+# precision and never overflows.
+class Sech2(_Unary):
+    """1 - tanh(u)^2 = 1 / cosh(u)^2."""
+
+    @staticmethod
+    def _derivative(arg: sp.Expr) -> sp.Expr:
+        return -2 * Sech2(arg) * Tanh(arg)
+
+
+class SigmoidGrad(_Unary):
+    """sigmoid(u) (1 - sigmoid(u)) = sigmoid(u) sigmoid(-u)."""
+
+    @staticmethod
+    def _derivative(arg: sp.Expr) -> sp.Expr:
+        return SigmoidGrad(arg) * (1 - 2 * Sigmoid(arg))
+
+
+class Softplus(_Unary):
+    """log(1 + e^u), computed without overflow; what log(1 + exp(u)) and log1p(exp(u)) parse to."""
+
+    @staticmethod
+    def _derivative(arg: sp.Expr) -> sp.Expr:
+        return Sigmoid(arg)
 
 
 class Erf(_Unary):
@@ -191,6 +232,7 @@ UNARY_FUNCTIONS: dict[str, Callable[[sp.Expr], sp.Expr]] = {
     "cos": Cos,
     "tanh": Tanh,
     "sigmoid": Sigmoid,
+    "softplus": Softplus,
     "erf": Erf,
     "abs": Abs,
 }
@@ -199,8 +241,10 @@ FUNCTIONS = (*UNARY_FUNCTIONS, "min", "max", "where")
 # sympy's own functions, for folding subexpressions that hold no symbol into a number.
 _NUMERIC: dict[type, Callable[..., sp.Expr]] = {
     Exp: sp.exp, Log: sp.log, Log1p: lambda a: sp.log(1 + a), Expm1: lambda a: sp.exp(a) - 1, Sin: sp.sin,
-    Cos: sp.cos, Tanh: sp.tanh, Sigmoid: lambda a: 1 / (1 + sp.exp(-a)), Erf: sp.erf, Sign: sp.sign,
-    Abs: sp.Abs, ClampMin: sp.Max, Maximum: sp.Max, ClampMax: sp.Min, Minimum: sp.Min,
+    Cos: sp.cos, Tanh: sp.tanh, Sigmoid: lambda a: 1 / (1 + sp.exp(-a)), Softplus: lambda a: sp.log(1 + sp.exp(a)),
+    Erf: sp.erf, Sign: sp.sign, Abs: sp.Abs, Sech2: lambda a: 1 / sp.cosh(a) ** 2,
+    SigmoidGrad: lambda a: sp.exp(-a) / (1 + sp.exp(-a)) ** 2,
+    ClampMin: sp.Max, Maximum: sp.Max, ClampMax: sp.Min, Minimum: sp.Min,
 }  # fmt: skip
 
 _COMPARISONS: dict[type, Callable[[sp.Expr, sp.Expr], Any]] = {
@@ -294,11 +338,27 @@ def parse_formula(text: str, params: Sequence[Param] = ()) -> Formula:
             formula=text, reason="it has no tensor input (every name in it is a param)",
             hint="a name that is not given with --param is a tensor input, such as x",
         )  # fmt: skip
-    if len(inputs) > 1:
+    if len(inputs) > MAX_INPUTS:
         raise InvalidFormula(
-            formula=text, reason=f"it has {len(inputs)} tensor inputs ({', '.join(inputs)}); only unary formulas are supported yet",
-            hint="give the other names with --param NAME=DEFAULT to make them float params",
+            formula=text, reason=f"it has {len(inputs)} tensor inputs ({', '.join(inputs)}); at most {MAX_INPUTS} are supported",
+            hint="give some names with --param NAME=DEFAULT to make them float params",
         )  # fmt: skip
+    # sympy folds `y - y` to 0: a name that cancels out would be an argument the op ignores.
+    remaining = {symbol.name for symbol in expr.free_symbols}  # type: ignore[attr-defined]
+    cancelled = [name for name in walker.symbols if name not in remaining]
+    if cancelled:
+        raise InvalidFormula(
+            formula=text, reason=f"'{cancelled[0]}' cancels out of the formula (it simplifies to {sp.sstr(expr)})",
+            hint="drop the name, or write the formula so that it matters",
+        )  # fmt: skip
+    # The generated files call the gradient of input `x` grad_x: no other name may be that.
+    for name in walker.symbols:
+        owner = name.removeprefix("grad_")
+        if owner != name and owner in inputs:
+            raise InvalidFormula(
+                formula=text, reason=f"'{name}' is the name the generated code gives the gradient of input '{owner}'",
+                hint="rename it",
+            )  # fmt: skip
     return Formula(text=text, expr=expr, inputs=inputs, params=tuple(params))
 
 
@@ -320,6 +380,19 @@ def _check_name(name: str, formula: str, *, what: str = "name") -> None:
         raise InvalidFormula(
             formula=formula, reason=reason, hint="rename it", what="param" if what == "param" else "formula"
         )
+
+
+def _stable(expr: sp.Expr) -> sp.Expr:
+    """``log(1 + exp(u))`` and ``log1p(exp(u))`` as ``softplus(u)``, which does not overflow."""
+    if isinstance(expr, Log1p) and isinstance(expr.args[0], Exp):
+        return Softplus(expr.args[0].args[0])
+    if isinstance(expr, Log) and isinstance(expr.args[0], sp.Add):
+        terms = sp.Add.make_args(expr.args[0])
+        if len(terms) == 2 and sp.Integer(1) in terms:
+            other = terms[0] if terms[1] == 1 else terms[1]
+            if isinstance(other, Exp):
+                return Softplus(other.args[0])
+    return expr
 
 
 class _Walker:
@@ -407,7 +480,7 @@ class _Walker:
             return sp.Piecewise((self.convert(node.args[1]), condition), (self.convert(node.args[2]), True))
         args = [self.convert(arg) for arg in node.args]
         if name in UNARY_FUNCTIONS:
-            return UNARY_FUNCTIONS[name](args[0])
+            return _stable(UNARY_FUNCTIONS[name](args[0]))
         a, b = args
         if not self.is_tensor(a):
             a, b = b, a  # the constant goes second
@@ -507,9 +580,11 @@ class CppPrinter(_Printer):
     """C++ for host and device: math in ``T`` (float or double); params are double members."""
 
     functions: ClassVar[dict[type, str]] = {
-        Exp: "opgen_formula::exp<kFast>", Log: "std::log", Log1p: "std::log1p", Expm1: "std::expm1",
-        Sin: "std::sin", Cos: "std::cos", Tanh: "std::tanh", Erf: "std::erf", Abs: "std::abs",
-        Sign: "opgen_formula::sign", Sigmoid: "opgen_formula::sigmoid<kFast>",
+        Exp: "opgen_formula::exp<kFast>", Log: "opgen_formula::log<kFast>", Log1p: "opgen_formula::log1p<kFast>",
+        Expm1: "std::expm1", Sin: "std::sin", Cos: "std::cos", Tanh: "opgen_formula::tanh<kFast>", Erf: "std::erf",
+        Abs: "std::abs",
+        Sign: "opgen_formula::sign", Sigmoid: "opgen_formula::sigmoid<kFast>", Softplus: "opgen_formula::softplus<kFast>",
+        Sech2: "opgen_formula::sech2<kFast>", SigmoidGrad: "opgen_formula::sigmoid_grad<kFast>",
     }  # fmt: skip
 
     def symbol(self, name: str) -> str:
@@ -560,10 +635,11 @@ class CppPrinter(_Printer):
 class TorchPrinter(_Printer):
     """PyTorch: tensors in, tensors out; params are 0-d tensors of the input's dtype."""
 
+    # Sech2 and SigmoidGrad have no torch function of their own: function() prints them.
     functions: ClassVar[dict[type, str]] = {
         Exp: "torch.exp", Log: "torch.log", Log1p: "torch.log1p", Expm1: "torch.expm1", Sin: "torch.sin",
         Cos: "torch.cos", Tanh: "torch.tanh", Erf: "torch.erf", Abs: "torch.abs", Sign: "torch.sign",
-        Sigmoid: "torch.sigmoid",
+        Sigmoid: "torch.sigmoid", Softplus: "torch.nn.functional.softplus", Sech2: "", SigmoidGrad: "",
     }  # fmt: skip
 
     def __init__(self, params: Iterable[str], like: str) -> None:
@@ -607,6 +683,10 @@ class TorchPrinter(_Printer):
         return f"torch.{'maximum' if kind is Maximum else 'minimum'}({a}, {b})"
 
     def function(self, kind: type, arg: str) -> str:
+        if kind is Sech2:
+            return f"(torch.cosh({arg}) ** -2)"
+        if kind is SigmoidGrad:
+            return f"(torch.sigmoid({arg}) * torch.sigmoid(-{arg}))"
         return f"{self.functions[kind]}({arg})"
 
 
@@ -644,32 +724,62 @@ class DisplayPrinter(TorchPrinter):
         return f"{'max' if kind in (ClampMin, Maximum) else 'min'}({a}, {b})"
 
 
-def _statements(exprs: Sequence[sp.Expr], printer: _Printer, declare: str) -> tuple[list[str], list[str]]:
-    """Common subexpressions as ``declare``d temporaries ``_t0, _t1, ...`` and the printed results."""
+def _statements(
+    exprs: Sequence[sp.Expr], printer: _Printer, declare: str, declare_condition: str = ""
+) -> tuple[list[str], list[str]]:
+    """Common subexpressions as temporaries ``_t0, _t1, ...`` and the printed results.
+
+    A temporary is declared with ``declare`` (``const T `` in C++), or ``declare_condition`` when
+    it holds a comparison (``const bool ``).
+    """
     temporaries, reduced = sp.cse(list(exprs), symbols=sp.numbered_symbols("_t"), optimizations="basic")
-    lines = [f"{declare}{symbol.name} = {printer(value)}" for symbol, value in temporaries]
+    lines = []
+    for symbol, value in temporaries:
+        is_condition = isinstance(value, sp.core.relational.Relational | sp.logic.boolalg.Boolean)
+        lines.append(f"{declare_condition if is_condition else declare}{symbol.name} = {printer(value)}")
     return lines, [printer(expr) for expr in reduced]
 
 
+def _without_outer_parentheses(text: str) -> str:
+    """``(a * b)`` as ``a * b``; ``(a) * (b)`` as it is."""
+    depth = 0
+    for position, char in enumerate(text):
+        depth += {"(": 1, ")": -1}.get(char, 0)
+        if depth == 0 and position < len(text) - 1:
+            return text  # the first parenthesis closes before the end
+    return text[1:-1] if text.startswith("(") and text.endswith(")") else text
+
+
 def render_formula(formula: Formula) -> dict[str, Any]:
-    """The copier answers of a formula op: the formula's code in C++ and PyTorch, and its params."""
+    """The copier answers of a formula op: the formula's code in C++ and PyTorch, and its params.
+
+    The backward computes the gradients of every input in one pass: one set of common
+    subexpressions for all of them, returned together (``opgen::Results``) when there are several.
+    """
     params = [p.name for p in formula.params]
-    (x,) = formula.inputs
+    derivatives = [formula.derivative(name) for name in formula.inputs]
     cpp = CppPrinter(params)
-    forward_lines, (forward,) = _statements([formula.expr], cpp, "const T ")
-    backward_lines, (backward,) = _statements([formula.derivative(x)], cpp, "const T ")
-    torch_printer = TorchPrinter(params, like=x)
+    forward_lines, (forward,) = _statements([formula.expr], cpp, "const T ", "const bool ")
+    backward_lines, backward = _statements(derivatives, cpp, "const T ", "const bool ")
+    gradients_cpp = [f"grad_output * {derivative}" for derivative in backward]
+    if len(gradients_cpp) == 1:
+        backward_return = f"return {gradients_cpp[0]};"
+    else:
+        backward_return = f"return opgen::Results<T, {len(gradients_cpp)}>{{{', '.join(gradients_cpp)}}};"
+    torch_printer = TorchPrinter(params, like=formula.inputs[0])
     reference_lines, (reference,) = _statements([formula.expr], torch_printer, "")
+    gradient_lines, gradients = _statements(derivatives, torch_printer, "")
     return {
         "formula": formula.text,
-        "formula_display": DisplayPrinter()(formula.expr),
+        "formula_display": _without_outer_parentheses(DisplayPrinter()(formula.expr)),
         "formula_inputs": list(formula.inputs),
         "formula_params": [{"name": p.name, "default": p.default} for p in formula.params],
         "formula_forward_cpp": "\n".join([*(line + ";" for line in forward_lines), f"return {forward};"]),
-        "formula_backward_cpp": "\n".join(
-            [*(line + ";" for line in backward_lines), f"return grad_output * {backward};"]
-        ),
+        "formula_backward_cpp": "\n".join([*(line + ";" for line in backward_lines), backward_return]),
         "formula_reference_py": "\n".join([*reference_lines, f"return {reference}"]),
+        "formula_gradients_py": "\n".join(
+            [*gradient_lines, "return " + ", ".join(f"grad_output * {gradient}" for gradient in gradients)]
+        ),
     }
 
 

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import sympy as sp
 import torch
 from typer.testing import CliRunner
 
@@ -42,13 +43,15 @@ def compile_torch(source: str, formula: Formula) -> Any:
     return eval(code, {"torch": torch})  # our own printer's output, never the user's text
 
 
-def reference_of(formula: Formula) -> Any:
-    """The rendered reference function, executed from the answers the template receives."""
+def reference_of(formula: Formula, answer: str = "formula_reference_py", leading: str = "") -> Any:
+    """A rendered reference function (``answer``), executed from the answers the template receives."""
     answers = render_formula(formula)
-    params = ", ".join(f"{p.name}={p.default!r}" for p in formula.params)
+    arguments = ", ".join(
+        [*filter(None, [leading]), *formula.inputs, *(f"{p.name}={p.default!r}" for p in formula.params)]
+    )
     conversions = "".join(f"    {p.name} = {formula.inputs[0]}.new_tensor({p.name})\n" for p in formula.params)
-    body = "\n".join("    " + line for line in answers["formula_reference_py"].splitlines())
-    source = f"def reference({formula.inputs[0]}{', ' if params else ''}{params}):\n{conversions}{body}\n"
+    body = "\n".join("    " + line for line in answers[answer].splitlines())
+    source = f"def reference({arguments}):\n{conversions}{body}\n"
     namespace: dict[str, Any] = {"torch": torch}
     exec(source, namespace)
     return namespace["reference"]
@@ -117,12 +120,79 @@ def test_inputs_and_params_in_order_of_appearance() -> None:
     answers = render_formula(formula)
     assert answers["formula_inputs"] == ["z"]
     assert answers["formula_params"] == [{"name": "alpha", "default": 2.0}]
+    assert parse_formula("y * alpha + x * sigmoid(y) + w", [Param("alpha", 1.0)]).inputs == ("y", "x", "w")
+
+
+def ties(*shapes: tuple[int, ...]) -> list[torch.Tensor]:
+    """float64 inputs of these shapes with random values, where the first two share some values."""
+    generator = torch.Generator().manual_seed(1)
+    inputs = [torch.randn(shape, dtype=torch.float64, generator=generator) * 3 for shape in shapes]
+    inputs[1].view(-1)[::3] = inputs[0].view(-1)[: inputs[1].numel()][::3]  # ties for max/min
+    return inputs
+
+
+@pytest.mark.parametrize(
+    ("text", "params", "by_hand"),
+    [
+        ("x*sigmoid(y)", [], lambda x, y: x * torch.sigmoid(y)),
+        ("max(a, b)*alpha + where(b > 0, a, c)", [Param("alpha", 1.5)],
+         lambda a, b, c: torch.maximum(a, b) * 1.5 + torch.where(b > 0, a, c)),
+        ("x*y + log1p(exp(x - y)) - min(x, y)", [], lambda x, y: x * y + torch.nn.functional.softplus(x - y) - torch.minimum(x, y)),
+    ],
+)  # fmt: skip
+def test_several_inputs_values_and_gradients(text: str, params: list[Param], by_hand: Any) -> None:
+    formula = parse_formula(text, params)
+    inputs = [t.requires_grad_() for t in ties(*[(40,)] * len(formula.inputs))]
+    # The reference broadcasts as torch does; its value is the formula's.
+    broadcast = [inputs[0][:, None], *(t[:7] for t in inputs[1:])]
+    torch.testing.assert_close(reference_of(formula)(*broadcast), by_hand(*broadcast), rtol=1e-12, atol=1e-12)
+    # The derived gradients (what the backward kernel computes) are autograd's, ties included.
+    grad_output = torch.randn(40, dtype=torch.float64)
+    expected = torch.autograd.grad(by_hand(*inputs), inputs, grad_output)
+    derived = reference_of(formula, "formula_gradients_py", leading="grad_output")(grad_output, *inputs)
+    for name, mine, theirs in zip(formula.inputs, derived, expected, strict=True):
+        torch.testing.assert_close(mine * torch.ones_like(theirs), theirs, rtol=1e-10, atol=1e-12, msg=name)
+
+
+def test_backward_of_several_inputs_is_one_pass_with_shared_subexpressions() -> None:
+    answers = render_formula(parse_formula("x*sigmoid(y) + y*sigmoid(y)"))
+    backward = answers["formula_backward_cpp"]
+    assert backward.startswith("const T _t0 = opgen_formula::sigmoid<kFast>(y);")
+    assert backward.count("opgen_formula::sigmoid<kFast>(y)") == 1  # computed once for both gradients
+    assert "return opgen::Results<T, 2>{grad_output * " in backward
+    assert answers["formula_gradients_py"].splitlines()[-1].startswith("return grad_output * ")
+    assert render_formula(parse_formula("x*sigmoid(x)"))["formula_backward_cpp"].startswith("return grad_output * ")
+
+
+@pytest.mark.parametrize("text", ["log(1 + exp(2*x))", "log(exp(2*x) + 1)", "log1p(exp(2*x))", "softplus(2*x)"])
+def test_log_of_one_plus_exp_is_a_softplus_that_does_not_overflow(text: str) -> None:
+    formula = parse_formula(text)
+    answers = render_formula(formula)
+    assert answers["formula_forward_cpp"] == "return opgen_formula::softplus<kFast>((T(2.0) * x));"
+    x = torch.tensor([-1e4, -100.0, -1.0, 0.0, 1.0, 30.0, 100.0, 1e4], dtype=torch.float32)
+    expected = torch.nn.functional.softplus(2 * x.double()).float()
+    torch.testing.assert_close(reference_of(formula)(x), expected)  # log(1 + exp(200)) is inf in float32
+    derivative = compile_torch(torch_function(formula.derivative("x"), formula), formula)
+    torch.testing.assert_close(derivative(x), 2 * torch.sigmoid(2 * x))
+    assert isinstance(parse_formula("log(2 + exp(x))").expr.args[0], sp.Add)  # only 1 + exp(u) is a softplus
+
+
+def test_derivatives_of_sigmoid_and_tanh_keep_their_precision_where_they_are_small() -> None:
+    # 1 - sigmoid(y) and 1 - tanh(y)^2 cancel in float32 for large |y|; the derivatives are printed
+    # as functions of their own, which the kernels compute from exp(-|y|) (and torch as below).
+    formula = parse_formula("x*sigmoid(y) + x*tanh(y)")
+    backward = render_formula(formula)["formula_backward_cpp"]
+    assert "sigmoid_grad<kFast>(y)" in backward and "sech2<kFast>(y)" in backward
+    y = torch.tensor([-12.0, -6.0, 6.0, 12.0], dtype=torch.float32)
+    d_dy = compile_torch(torch_function(formula.derivative("y"), formula), formula)
+    exact = d_dy(torch.ones(4, dtype=torch.float64), y.double())
+    torch.testing.assert_close(d_dy(torch.ones(4), y).double(), exact, rtol=1e-5, atol=0)
 
 
 def test_functions_are_not_rewritten_by_sympy() -> None:
-    # sympy's own tanh(log(u)) is (u**2 - 1)/(u**2 + 1), which overflows long before mish does.
-    answers = render_formula(parse_formula("x*tanh(log(1+exp(x)))"))
-    assert "std::tanh(std::log(" in answers["formula_forward_cpp"]
+    # sympy's own tanh(log(u)) is (u**2 - 1)/(u**2 + 1), which overflows long before u**2 does.
+    answers = render_formula(parse_formula("x*tanh(log(1 + x**2))"))
+    assert "opgen_formula::tanh<kFast>(opgen_formula::log<kFast>(" in answers["formula_forward_cpp"]
     assert "torch.tanh(torch.log(" in answers["formula_reference_py"]
 
 
@@ -170,7 +240,12 @@ BAD_FORMULAS: dict[str, tuple[str, list[str], str]] = {
     "unused param": ("x * 2", ["alpha=1"], "does not appear"),
     "duplicate param": ("x * alpha", ["alpha=1", "alpha=2"], "given twice"),
     "huge power": ("x * 9**9**9", [], "not a finite real number"),
-    "two inputs (not yet)": ("x * sigmoid(y)", [], "only unary formulas"),
+    "input that cancels out": ("x + y - y", [], "'y' cancels out of the formula"),
+    "param that cancels out": ("x + alpha - alpha", ["alpha=1"], "'alpha' cancels out"),
+    "name of an input's gradient": ("x * grad_x", [], "the gradient of input 'x'"),
+    "too many inputs": ("+".join(f"x{k}" for k in range(9)), [], "9 tensor inputs"),
+    "c++ keyword as a second input": ("x * sigmoid(new)", [], "C++ keyword"),
+    "python keyword as a second input": ("x * sigmoid(case)", [], "Python keyword"),
     "floor division": ("x // 2", [], "FloorDiv is not allowed"),
     "empty": ("  ", [], "empty"),
 }
@@ -226,6 +301,40 @@ def test_formula_op_renders_clean_files(workspace: Workspace) -> None:
     assert "test_bad_alpha" not in tests  # a float has no bad value
 
 
+def test_binary_formula_op_renders_clean_files(workspace: Workspace) -> None:
+    folder = new_op("swish_gate", workspace=workspace, formula="x*sigmoid(y*alpha)", params=["alpha=2"])
+    for path in sorted(p for p in folder.rglob("*") if p.is_file()):
+        text = path.read_text()
+        assert not JINJA_RESIDUE.search(text), path.name
+        if path.suffix == ".py":
+            ast.parse(text, filename=str(path))
+    schema = (folder / "csrc" / "swish_gate.cpp").read_text()
+    assert 'm.def("swish_gate(Tensor x, Tensor y, float alpha=2.0) -> Tensor");' in schema
+    assert (
+        'm.def("swish_gate_backward(Tensor grad_output, Tensor x, Tensor y, float alpha=2.0) -> (Tensor, Tensor)");'
+        in schema
+    )
+    for kernel in ("swish_gate_cpu.cpp", "swish_gate_cuda.cu"):
+        source = (folder / "csrc" / kernel).read_text()
+        assert 'opgen::broadcast_inputs({x, y}, {"x", "y"}, OPGEN_OP)' in source
+        assert "std::tuple<at::Tensor, at::Tensor> swish_gate_backward_" in source
+        assert "<scalar_t>(grads, backward, grad, broadcast.inputs[0], broadcast.inputs[1]);" in source
+    math = (folder / "csrc" / "swish_gate_math.h").read_text()
+    assert "opgen::Results<T, 2> operator()(T grad_output, T x, T y) const" in math
+    module = (folder / "__init__.py").read_text()
+    assert "def swish_gate(x: torch.Tensor, y: torch.Tensor, alpha: float = 2.0) -> torch.Tensor:" in module
+    assert "grad_y.sum_to_size(y.shape).to(y.dtype) if ctx.needs_input_grad[1] else None," in module
+    tests = (folder / "test_swish_gate.py").read_text()
+    assert "def test_broadcast_backward_sums_to_each_input(" in tests and "def test_opcheck(" in tests
+    bench = (folder / "bench_swish_gate.py").read_text()
+    assert "def backward(grad_output: torch.Tensor, x: torch.Tensor, y: torch.Tensor)" in bench
+    assert "inputs=2," in bench and "reference_swish_gate_gradients(grad_output, x, y, **PARAMS)" in bench
+    # A unary op keeps the direct path: no broadcasting, one gradient.
+    unary = new_op("relu_scale", workspace=workspace, formula="max(x, 0)*alpha", params=["alpha=1.5"])
+    assert "broadcast" not in (unary / "csrc" / "relu_scale_cpu.cpp").read_text()
+    assert "Results" not in (unary / "csrc" / "relu_scale_math.h").read_text()
+
+
 def test_several_params_all_reach_the_tests(workspace: Workspace) -> None:
     folder = new_op("scaled", workspace=workspace, formula="alpha*x + beta", params=["alpha=2", "beta=-0.5"])
     tests = (folder / "test_scaled.py").read_text()
@@ -243,13 +352,21 @@ def opgen(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
 
 @pytest.mark.slow
 def test_formula_ops_build_and_pass_their_tests(tmp_path: Path) -> None:
-    assert opgen("new", "mish", "--formula", "x*tanh(log(1+exp(x)))", cwd=tmp_path).returncode == 0
-    made = opgen("new", "relu_scale", "--formula", "max(x, 0)*alpha", "--param", "alpha=1.5", cwd=tmp_path)
-    assert made.returncode == 0, made.stderr
-    build = opgen("build", "mish", "relu_scale", "--cpu-only", cwd=tmp_path)
+    # A unary op, one with a param and a binary one (broadcasting, one gradient per input).
+    for args in (
+        ["mish", "--formula", "x*tanh(log(1+exp(x)))"],
+        ["relu_scale", "--formula", "max(x, 0)*alpha", "--param", "alpha=1.5"],
+        ["swish_gate", "--formula", "x*sigmoid(y)"],
+    ):
+        made = opgen("new", *args, cwd=tmp_path)
+        assert made.returncode == 0, made.stderr
+    ops = ["mish", "relu_scale", "swish_gate"]
+    build = opgen("build", *ops, "--cpu-only", "-j", "2", cwd=tmp_path)
     assert build.returncode == 0, build.stdout + build.stderr
-    result = opgen("test", "mish", "relu_scale", cwd=tmp_path)
+    result = opgen("test", *ops, cwd=tmp_path)
     assert result.returncode == 0, result.stdout[-5000:] + result.stderr[-2000:]
     assert " passed" in result.stdout and " failed" not in result.stdout
-    gradcheck = opgen("test", "mish", "relu_scale", "-k", "gradcheck", cwd=tmp_path)
-    assert gradcheck.returncode == 0 and " passed" in gradcheck.stdout, gradcheck.stdout[-3000:]
+    # float64 gradcheck of the derived backward ran on the CPU: mish and relu_scale once each,
+    # swish_gate for both inputs at one shape and two broadcast ones.
+    gradcheck = opgen("test", *ops, "-k", "gradcheck and cpu", cwd=tmp_path)
+    assert gradcheck.returncode == 0 and re.search(r"\b5 passed", gradcheck.stdout), gradcheck.stdout[-3000:]
