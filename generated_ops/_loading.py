@@ -15,12 +15,29 @@ class OpNotBuiltError(ImportError):
     """The op's folder has no compiled library yet."""
 
 
+def jit_build_loaded(op_dir: Path) -> Path | None:
+    """The JIT build of the op that ``opgen dev`` / ``opgen.load_op`` loaded in this process, if any.
+
+    Those builds live under ``build/jit/<op>/`` of the workspace.
+    """
+    jit_folder = op_dir.parent / "build" / "jit" / op_dir.name
+    for loaded in torch.ops.loaded_libraries:
+        if Path(loaded).resolve().is_relative_to(jit_folder):
+            return Path(loaded)
+    return None
+
+
 def load_op_library(op_dir: Path) -> Path:
     """Load ``<op_dir>/_C*.so`` into torch's dispatcher and return its path.
 
     The library registers its kernels with TORCH_LIBRARY on load; it is no Python module, so
-    it is loaded with torch.ops.load_library rather than imported.
+    it is loaded with torch.ops.load_library rather than imported. Where opgen's JIT dev mode
+    already loaded a build of the op, that one is used: a second library defining the same op
+    would abort the process (the dispatcher cannot register an op twice).
     """
+    jit_build = jit_build_loaded(op_dir)
+    if jit_build is not None:
+        return jit_build
     for suffix in importlib.machinery.EXTENSION_SUFFIXES:
         library = op_dir / f"_C{suffix}"
         if library.is_file():

@@ -13,12 +13,18 @@ Environment:
     OPGEN_CUDA=0          build CPU kernels only, even where CUDA could be compiled
     CUDA_HOME             the CUDA toolkit (the folder with bin/nvcc and lib64/libcudart.so)
     TORCH_CUDA_ARCH_LIST  target architectures, e.g. "9.0" or "8.0;9.0"; default: the visible
-                          GPU's, else DEFAULT_CUDA_ARCH
+                          GPU's, else DEFAULT_CUDA_ARCH (in _build_config.py)
     MAX_JOBS              parallel compile jobs for ninja
+
+What each op compiles, for which targets, and when it is up to date is decided in
+_build_config.py, which `opgen build` reads too (to finish a build with nothing to do without
+running this file). Each op prints `opgen-phase: <op> compiling|linking` as it goes and
+`opgen-op: <op> built|up-to-date|failed <seconds>` when done, which `opgen build` shows.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import sys
 import time
@@ -26,19 +32,25 @@ from pathlib import Path
 
 from setuptools import setup
 
-try:
-    from setuptools.modified import newer_group
-except ImportError:  # setuptools < 69
-    from setuptools._distutils.dep_util import newer_group
-
 WORKSPACE = Path(__file__).resolve().parent
 PACKAGE = WORKSPACE.name
 
-# Hopper (H100/H200) when no GPU is visible: building for every architecture torch supports
-# would multiply CUDA compile time by about ten. Set TORCH_CUDA_ARCH_LIST for another GPU.
-DEFAULT_CUDA_ARCH = "9.0"
 
+def _load_build_config():
+    # By path: the workspace folder is a package, not an import root (an op named like a
+    # standard module would shadow it).
+    spec = importlib.util.spec_from_file_location(f"{PACKAGE}._build_config", WORKSPACE / "_build_config.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+build_config = _load_build_config()
+
+# The flags and sources below are also what `opgen dev` (opgen's JIT build) compiles with: it
+# reads them from this file, so an edit here applies to both builds.
 CXX_FLAGS = ["-O3", "-fopenmp"]  # at::parallel_for runs serially without OpenMP
+LINK_FLAGS = ["-fopenmp"]
 NVCC_FLAGS = [
     "-O3",
     "-lineinfo",  # source lines in compute-sanitizer and profiler reports, no speed cost
@@ -60,46 +72,68 @@ def discover_ops() -> list[str]:
     return ops
 
 
+def op_sources(op: str, with_cuda: bool) -> list[str]:
+    """The op's translation units, relative to the workspace: its C++ files, and its CUDA files."""
+    return [path.relative_to(WORKSPACE).as_posix() for path in build_config.op_sources(op, with_cuda)]
+
+
+def op_headers(op: str) -> list[str]:
+    """The op's own headers and the shared ones, relative to the workspace."""
+    return [path.relative_to(WORKSPACE).as_posix() for path in build_config.op_headers(op)]
+
+
+def require_torch() -> None:
+    """Exit with advice when torch is missing: pip's build isolation builds without it."""
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        sys.exit(
+            "setup.py: torch is not importable. The ops must compile against the torch they will run with, "
+            f"so build without isolation, in the environment that has torch: pip wheel --no-build-isolation ./{PACKAGE}"
+        )
+
+
+def opgen_cuda_toolkit() -> str | None:
+    """The toolkit opgen finds (as `opgen build` does), when opgen is installed; else None."""
+    try:
+        from opgen.errors import OpgenError
+        from opgen.toolchain import find_cuda_toolkit
+    except ImportError:
+        return None
+    try:
+        toolkit = find_cuda_toolkit()
+    except OpgenError as error:
+        sys.exit(f"setup.py: {error}; {error.hint}")
+    return None if toolkit is None else str(toolkit.home)
+
+
 def cuda_toolkit() -> str | None:
     """The CUDA toolkit to compile with, or None for a CPU-only build."""
-    if os.environ.get("OPGEN_CUDA") == "0":
-        return None
-    import torch
-
-    if torch.version.cuda is None:
-        return None  # a CPU build of torch cannot load CUDA kernels
-    home = os.environ.get("CUDA_HOME") or os.environ.get("CUDA_PATH")
-    if home is None:
-        return None
-    if not (Path(home) / "lib64" / "libcudart.so").exists():
-        sys.exit(
-            f"setup.py: CUDA_HOME={home} holds no CUDA toolkit (no lib64/libcudart.so); "
-            "point CUDA_HOME at the toolkit folder, or set OPGEN_CUDA=0 for a CPU-only build"
-        )
-    return home
+    environ = dict(os.environ)
+    if environ.get("OPGEN_CUDA") != "0" and not (environ.get("CUDA_HOME") or environ.get("CUDA_PATH")):
+        # `opgen build` always sets CUDA_HOME (or OPGEN_CUDA=0); a build by pip asks opgen where it is.
+        environ["CUDA_HOME"] = opgen_cuda_toolkit() or ""
+    try:
+        return build_config.cuda_home(environ, build_config.torch_build()[1])
+    except build_config.BuildConfigError as error:
+        sys.exit(f"setup.py: {error}")
 
 
 def cuda_arch_list() -> str:
     """TORCH_CUDA_ARCH_LIST when set, else the visible GPU's architecture, else the default."""
-    if os.environ.get("TORCH_CUDA_ARCH_LIST"):
-        return os.environ["TORCH_CUDA_ARCH_LIST"]
-    import torch
-
-    if torch.cuda.is_available():
-        major, minor = torch.cuda.get_device_capability()
-        return f"{major}.{minor}"
-    return DEFAULT_CUDA_ARCH
+    return build_config.cuda_arch_list(os.environ)
 
 
 def op_of(extension_name: str) -> str:
     return extension_name.split(".")[-2]  # "<package>.<op>._C"
 
 
-def isolating_build_extension() -> type:
+def isolating_build_extension(settings) -> type:
     """torch's BuildExtension, but one op that fails to compile does not stop the others.
 
     Each op's outcome is printed as a line `opgen-op: <op> built|up-to-date|failed <seconds>`
-    (what `opgen build` summarizes); the build exits 1 at the end if any op failed.
+    (what `opgen build` summarizes), after `opgen-phase: <op> compiling|linking` lines as it
+    goes; the build exits 1 at the end if any op failed.
     """
     from torch.utils.cpp_extension import BuildExtension
 
@@ -110,20 +144,46 @@ def isolating_build_extension() -> type:
 
         def build_extension(self, ext) -> None:
             # torch forces every extension to relink when it builds with ninja; skipping the ones
-            # whose library is newer than all they depend on makes a no-change build near free.
-            library = Path(self.get_ext_fullpath(ext.name))
+            # that are up to date (the rule `opgen build` applies too) makes a no-change build near free.
+            op = op_of(ext.name)
             started = time.perf_counter()
-            if library.exists() and not newer_group([*ext.sources, *ext.depends], str(library), "newer"):
+            if build_config.up_to_date(op, settings, Path(self.get_ext_fullpath(ext.name))):
                 status = "up-to-date"
             else:
+                print(f"opgen-phase: {op} compiling", flush=True)
+                compile_sources, link = self.compiler.compile, self.compiler.link_shared_object
+
+                def cuda_first(sources, *args, **kwargs):
+                    # nvcc's files take longest. setuptools sorts sources by name (.cu last), and
+                    # ninja starts a cold build in that order: listed first, a .cu file compiles
+                    # while the C++ files share the other cores, instead of after them.
+                    return compile_sources(sorted(sources, key=lambda path: not path.endswith(".cu")), *args, **kwargs)
+
+                def announce_link(*args, **kwargs):
+                    print(f"opgen-phase: {op} linking", flush=True)
+                    return link(*args, **kwargs)
+
+                self.compiler.compile, self.compiler.link_shared_object = cuda_first, announce_link
                 try:
                     super().build_extension(ext)
                     status = "built"
                 except Exception as error:  # ninja and the compilers fail as several exception types
-                    print(f"opgen-op-error: {op_of(ext.name)}: {error}", flush=True)
+                    print(f"opgen-op-error: {op}: {error}", flush=True)
                     status = "failed"
-                    self.failed.append(op_of(ext.name))
-            print(f"opgen-op: {op_of(ext.name)} {status} {time.perf_counter() - started:.1f}", flush=True)
+                    self.failed.append(op)
+                finally:
+                    self.compiler.compile, self.compiler.link_shared_object = compile_sources, link
+            print(f"opgen-op: {op} {status} {time.perf_counter() - started:.1f}", flush=True)
+
+        def copy_extensions_to_source(self) -> None:
+            # --inplace copies every library into its op folder at the end; a failed op has none,
+            # and setuptools would stop at it before copying the ops that built.
+            every = self.extensions
+            self.extensions = [ext for ext in every if op_of(ext.name) not in self.failed]
+            try:
+                super().copy_extensions_to_source()
+            finally:
+                self.extensions = every
 
         def run(self) -> None:
             super().run()
@@ -133,42 +193,26 @@ def isolating_build_extension() -> type:
     return IsolatingBuildExtension.with_options(use_ninja=True)
 
 
-def config_stamp(op: str, config: str) -> str:
-    """A file whose content is the build configuration, rewritten only when that changes.
-
-    Listed among the op's dependencies, it makes a change of torch version, of CUDA/CPU-only
-    mode or of architectures rebuild the op, even though no source changed.
-    """
-    stamp = Path("build") / "opgen-config" / f"{op}.txt"
-    if not stamp.exists() or stamp.read_text() != config:
-        stamp.parent.mkdir(parents=True, exist_ok=True)
-        stamp.write_text(config)
-    return str(stamp)
-
-
-def extensions(ops: list[str], with_cuda: bool) -> list:
-    import torch
+def extensions(ops: list[str], settings) -> list:
     from torch.utils.cpp_extension import CppExtension, CUDAExtension
 
-    config = f"torch {torch.__version__}; cuda {with_cuda}; arch {os.environ.get('TORCH_CUDA_ARCH_LIST', '')}\n"
+    with_cuda = settings.with_cuda
     built = []
     for op in ops:
-        csrc = Path(op) / "csrc"
-        sources = sorted(str(path) for path in csrc.glob("*.cpp"))
-        if with_cuda:
-            sources += sorted(str(path) for path in csrc.glob("*.cu"))
-        # Shared and op headers: a change to one relinks the op (ninja then recompiles only the
-        # translation units that include it).
-        headers = sorted(str(path) for path in [*csrc.glob("*.h"), *Path("include").rglob("*.h*")])
+        # Headers, setup.py and _build_config.py: a change to one rebuilds the op (ninja then
+        # recompiles only the translation units it concerns). The stamp holds the build
+        # configuration (torch, CUDA toolkit and architectures, ...) and changes with it.
+        stamp = build_config.write_stamp(op, settings).relative_to(WORKSPACE).as_posix()
+        depends = [path.relative_to(WORKSPACE).as_posix() for path in build_config.op_depends(op)]
         kind = CUDAExtension if with_cuda else CppExtension
         built.append(
             kind(
                 name=f"{PACKAGE}.{op}._C",
-                sources=sources,
+                sources=op_sources(op, with_cuda),
                 include_dirs=[str(WORKSPACE / "include")],
-                depends=[*headers, config_stamp(op, config)],
+                depends=[*depends, stamp],
                 extra_compile_args={"cxx": CXX_FLAGS, "nvcc": NVCC_FLAGS},
-                extra_link_args=["-fopenmp"],
+                extra_link_args=LINK_FLAGS,
                 # No Python API is used (ops register through TORCH_LIBRARY), so one binary
                 # serves every Python 3 version.
                 py_limited_api=True,
@@ -179,23 +223,23 @@ def extensions(ops: list[str], with_cuda: bool) -> list:
 
 def main() -> None:
     os.chdir(WORKSPACE)
+    require_torch()
     ops = discover_ops()
     toolkit = cuda_toolkit()
     if toolkit is not None:
         os.environ.setdefault("CUDA_HOME", toolkit)
         os.environ["TORCH_CUDA_ARCH_LIST"] = cuda_arch_list()
-        arch = os.environ["TORCH_CUDA_ARCH_LIST"]
-        mode = f"CPU and CUDA kernels, CUDA architectures {arch}, toolkit {toolkit}"
-    else:
-        mode = "CPU kernels only (set CUDA_HOME to a CUDA toolkit to compile the CUDA kernels)"
-    print(f"opgen-build: {mode}; ops: {', '.join(ops) or 'none'}", flush=True)
+    settings = build_config.resolve(os.environ)
+    print(f"opgen-build: {settings.describe()}; ops: {', '.join(ops) or 'none'}", flush=True)
     setup(
         name=PACKAGE,
         version="0.0.0",
         packages=[PACKAGE, *(f"{PACKAGE}.{op}" for op in ops)],
         package_dir={PACKAGE: "."},
-        ext_modules=extensions(ops, with_cuda=toolkit is not None),
-        cmdclass={"build_ext": isolating_build_extension()},
+        # A wheel carries each op's csrc/ too: the package finds its ops by that folder, as here.
+        package_data={f"{PACKAGE}.{op}": ["csrc/*"] for op in ops},
+        ext_modules=extensions(ops, settings),
+        cmdclass={"build_ext": isolating_build_extension(settings)},
     )
 
 

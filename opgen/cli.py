@@ -12,17 +12,20 @@ from typing import Annotated, NoReturn
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
 from opgen import __version__
-from opgen.build import BuildReport, build_ops
+from opgen.build import BuildReport, build_ops, progress_display
 from opgen.doctor import run_doctor
-from opgen.errors import BuildFailed, OpgenError, RemovalNotConfirmed
+from opgen.errors import BuildFailed, OpgenError, RemovalNotConfirmed, UpdateConflicts
 from opgen.inventory import Removal, list_ops, remove_op
+from opgen.jit import jit_load
 from opgen.recipes import KNOWN_RECIPES, Kind
 from opgen.render import new_op
 from opgen.runner import run_op_bench, run_op_tests
+from opgen.update import update_ops
 from opgen.workspace import Workspace
 
 app = typer.Typer(
@@ -101,8 +104,9 @@ def new(
             help=(
                 'An elementwise op from a formula, its gradient derived: "x * tanh(log1p(exp(x)))". '
                 "The language: numbers, names, + - * / **, exp log log1p expm1 sqrt rsqrt sin cos tanh sigmoid "
-                "erf abs min max, where(cond, a, b) with a comparison as cond, pi. Names not given with --param "
-                "are the tensor input."
+                "softplus erf abs min max, where(cond, a, b) with a comparison as cond, pi. Names not given with "
+                '--param are the tensor inputs, in order of appearance ("x * sigmoid(y)" takes x and y; they '
+                "broadcast as in PyTorch)."
             ),
             show_default=False,
         ),
@@ -136,16 +140,38 @@ def build(
             "--jobs", "-j", min=1, help="Parallel compile jobs (default: from cores and memory).", show_default=False
         ),
     ] = None,
+    arch: Annotated[
+        str | None,
+        typer.Option(
+            "--arch",
+            help="CUDA architectures to compile for, e.g. 9.0 or '8.0;9.0' (9.0a, 9.0+PTX also). "
+            "Default: $TORCH_CUDA_ARCH_LIST, else the visible GPU's, else 9.0.",
+            show_default=False,
+        ),
+    ] = None,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Show the full compiler output.")] = False,
 ) -> None:
     """Compile ops in place with ninja: CPU kernels always, CUDA kernels where a toolkit is found.
 
-    An op that fails to compile does not stop the others; the summary lists each op as built,
-    up-to-date or failed (with its first compiler error), and the exit code is 1 if any failed.
+    Only what changed is rebuilt: ops whose sources, headers and settings are unchanged are
+    skipped (without even starting the compiler toolchain), and in an op ninja recompiles only
+    the files that changed. An op that fails to compile does not stop the others; the summary
+    lists each op as built, up-to-date or failed (with its first compiler error) and the
+    architectures built, and the exit code is 1 if any failed. Progress shows live on a
+    terminal and as plain lines in logs.
     """
-    echo = (lambda line: out.print(line, markup=False, highlight=False)) if verbose else None
+    echo = (lambda line: out.print(line, markup=False, highlight=False, soft_wrap=True)) if verbose else None
     try:
-        report = build_ops(Workspace.locate(workspace), ops or (), cpu_only=cpu_only, jobs=jobs, echo=echo)
+        with progress_display(out) as progress:
+            report = build_ops(
+                Workspace.locate(workspace),
+                ops or (),
+                cpu_only=cpu_only,
+                jobs=jobs,
+                arch=arch,
+                echo=echo,
+                progress=progress,
+            )
     except BuildFailed as error:
         if error.report is not None:
             _print_build_summary(error.report)
@@ -156,17 +182,87 @@ def build(
 
 
 def _print_build_summary(report: BuildReport) -> None:
-    out.print(f"mode: {report.mode}")
+    out.print(f"mode: {report.mode}", soft_wrap=True)
     table = Table(show_header=True, header_style="bold", box=None)
-    for column in ("op", "status", "seconds", "first error"):
+    for column in ("op", "status", "seconds", "compiled"):
         table.add_column(column)
     colors = {"built": "green", "up-to-date": "cyan", "failed": "red"}
     for outcome in report.outcomes:
         status = f"[{colors.get(outcome.status, 'white')}]{outcome.status}[/]"
-        table.add_row(outcome.op, status, f"{outcome.seconds:.1f}", Text(outcome.first_error))
+        compiled = ""
+        if outcome.status == "built":
+            files = outcome.compiled
+            compiled = (", ".join(files) if len(files) <= 3 else f"{len(files)} files") or "nothing (relinked)"
+        elif outcome.status == "failed":
+            compiled = ", ".join(outcome.compiled)
+        table.add_row(outcome.op, status, f"{outcome.seconds:.1f}", compiled)
     out.print(table)
+    for outcome in report.failed:  # whole, never cut to the table's width: it is what to fix
+        out.print(Text.assemble((f"{outcome.op}: ", "bold red"), outcome.first_error), soft_wrap=True)
+    notes = [f"CUDA architectures {report.architectures}" if report.architectures else "no CUDA kernels"]
+    notes.append(f"{report.jobs} parallel jobs" if report.ran_setup else "nothing to compile")
     out.print(
         f"{len(report.outcomes) - len(report.failed)} of {len(report.outcomes)} ops ready in {report.seconds:.1f} s"
+        f" ({', '.join(notes)})"
+    )
+
+
+@app.command()
+def dev(
+    op: Annotated[str, typer.Argument(help="The op to build and load.", show_default=False)],
+    workspace: WorkspaceOption = None,
+    cpu_only: Annotated[
+        bool, typer.Option("--cpu-only", help="Compile the CPU kernels only, even where CUDA could be compiled.")
+    ] = False,
+    jobs: Annotated[
+        int | None,
+        typer.Option(
+            "--jobs", "-j", min=1, help="Parallel compile jobs (default: from cores and memory).", show_default=False
+        ),
+    ] = None,
+    arch: Annotated[
+        str | None,
+        typer.Option(
+            "--arch",
+            help="CUDA architectures to compile for, e.g. 9.0 or '8.0;9.0'. "
+            "Default: $TORCH_CUDA_ARCH_LIST, else the visible GPU's, else 9.0.",
+            show_default=False,
+        ),
+    ] = None,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Show the full compiler output.")] = False,
+) -> None:
+    """Build one op just in time and load it, for a quick edit-and-try loop (also from a notebook).
+
+    Compiled by torch.utils.cpp_extension.load with setup.py's sources and flags, into build/jit/<op>/.
+
+    Only a changed source or header is recompiled; unchanged, the cached build loads at once.
+
+    From Python or a notebook: from opgen import load_op; load_op("softmax").softmax(x)
+    """
+    try:
+        result = jit_load(
+            op,
+            Workspace.locate(workspace),
+            cpu_only=cpu_only,
+            jobs=jobs,
+            arch=arch,
+            verbose=verbose,
+            announce=lambda line: out.print(line, markup=False, soft_wrap=True),
+        )
+    except OpgenError as error:
+        _fail(error)
+    if result.status == "built":
+        out.print(f"[green]built[/] {result.op} in {result.seconds:.1f} s")
+    else:
+        out.print(f"[cyan]reused[/] the cached build of {result.op} ({result.seconds:.1f} s, nothing changed)")
+    out.print(f"mode: {result.mode}")
+    out.print(f"library: {result.library}", soft_wrap=True)
+    where = f", workspace={str(Workspace.locate(workspace).path)!r}" if workspace else ""
+    out.print(
+        f'use it: from opgen import load_op; {result.op} = load_op("{result.op}"{where}).{result.op}'
+        f"  (or torch.ops.generated_ops.{result.op})",
+        markup=False,
+        soft_wrap=True,
     )
 
 
@@ -305,6 +401,46 @@ def remove(
         out.print(f"kept '{removal.op}': nothing deleted")
         return
     out.print(f"[green]removed[/] {removal.op} ({len(removal.paths)} folder(s))")
+
+
+@app.command()
+def update(
+    ops: OpsArgument = None,
+    workspace: WorkspaceOption = None,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Show what would change; write nothing.")] = False,
+) -> None:
+    """Re-render ops and the workspace's shared files from the current template, keeping your edits.
+
+    A three-way merge through copier's update, from the template snapshot each folder was rendered
+    from (kept in the workspace's .opgen/) to the current template: your edits stay, the
+    template's changes arrive, and where both changed the same lines the file gets conflict
+    markers, is listed, and the exit code is 1. The shared files (setup.py, include/opgen/, ...)
+    are always updated too, since new op code may need them. Needs git; the workspace needs no repository.
+    """
+    try:
+        report = update_ops(Workspace.locate(workspace), ops or (), dry_run=dry_run)
+    except OpgenError as error:
+        _fail(error)
+    marks = {"modified": "M", "added": "A", "deleted": "D"}
+    verb = "would change" if report.dry_run else "changed"
+    for folder in report.folders:
+        label = f"shared files ({folder.name})" if folder.shared else folder.name
+        baseline = " [dim](no template snapshot recorded: the current template is its base)[/]" if folder.baseline else ""
+        status = f"{len(folder.changes)} file(s) {verb}" if folder.changes else "up to date"
+        out.print(f"[bold]{label}[/]: {status}{baseline}")
+        for change in folder.changes:
+            conflict = "  [bold red]conflict[/]" if change.conflict else ""
+            counts = f"+{change.added_lines} -{change.removed_lines}"
+            out.print(f"  {marks[change.status]} {escape(change.path)}  {counts}{conflict}")
+        for path in folder.kept:
+            out.print(f"  [yellow]kept[/] {escape(path)}: the new template no longer renders it, but you had edited it")
+    if report.dry_run:
+        would_conflict = f" ({len(report.conflicts)} file(s) would hold conflicts)" if report.conflicts else ""
+        out.print(f"dry run: nothing written{would_conflict}")
+    elif report.conflicts:
+        _fail(UpdateConflicts(files=report.conflicts))
+    elif report.changes:
+        out.print(f"next: opgen build {' '.join(ops or [])}".rstrip())
 
 
 @app.command()

@@ -214,14 +214,17 @@ def check_gpus(gpus: list[tuple[str, str]]) -> Check:
 
 
 def workspace_default_arch(workspace: Workspace) -> str:
-    """The workspace setup.py's DEFAULT_CUDA_ARCH (the template's when it has none)."""
-    try:
-        match = re.search(
-            r'^DEFAULT_CUDA_ARCH\s*=\s*["\']([^"\']+)["\']', (workspace.path / "setup.py").read_text(), re.M
-        )
-    except OSError:
-        match = None
-    return match.group(1) if match else TEMPLATE_DEFAULT_CUDA_ARCH
+    """The workspace's DEFAULT_CUDA_ARCH (in _build_config.py, or setup.py before it; else the template's)."""
+    for name in ("_build_config.py", "setup.py"):
+        try:
+            match = re.search(
+                r'^DEFAULT_CUDA_ARCH\s*=\s*["\']([^"\']+)["\']', (workspace.path / name).read_text(), re.M
+            )
+        except OSError:
+            match = None
+        if match:
+            return match.group(1)
+    return TEMPLATE_DEFAULT_CUDA_ARCH
 
 
 def cuda_arch_list(env: Mapping[str, str], gpus: list[tuple[str, str]], workspace: Workspace) -> tuple[str, str]:

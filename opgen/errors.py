@@ -89,6 +89,17 @@ class CudaToolkitNotFound(OpgenError):
         super().__init__(f"no usable CUDA toolkit: {reason}")
 
 
+class InvalidArch(ValueError, UsageError):
+    """A CUDA architecture list (`--arch`, TORCH_CUDA_ARCH_LIST) that nvcc cannot target."""
+
+    def __init__(self, *, value: str, source: str, reason: str) -> None:
+        self.hint = (
+            "give compute capabilities such as 9.0, 8.0;9.0 or 9.0a+PTX; "
+            "`nvidia-smi --query-gpu=compute_cap --format=csv` prints your GPU's"
+        )
+        super().__init__(f"invalid CUDA architectures {value!r} from {source}: {reason}")
+
+
 class BuildFailed(OpgenError):
     """The workspace's setup.py failed."""
 
@@ -97,6 +108,17 @@ class BuildFailed(OpgenError):
         self.report = report  # the BuildReport, with the ops that did build
         self.hint = "`opgen build -v` shows the full compiler output"
         super().__init__(f"build failed for {', '.join(ops) or 'the workspace'}: {first_error}")
+
+
+class OpAlreadyLoaded(UsageError):
+    """`opgen.load_op` of an op this process already holds another build of."""
+
+    def __init__(self, *, op: str, reason: str) -> None:
+        self.hint = (
+            "the dispatcher cannot replace an op a process has loaded: restart Python (in a notebook, restart "
+            f"the kernel) and call load_op('{op}') before anything imports the workspace package"
+        )
+        super().__init__(f"cannot load a new build of '{op}' in this process: {reason}")
 
 
 class OpNotBuilt(OpgenError):
@@ -142,3 +164,41 @@ class InvalidFormula(ValueError, UsageError):
         self.formula = formula
         self.hint = hint or "see `opgen new --help` for the formula language"
         super().__init__(f"invalid {what} {formula!r}: {reason}")
+
+
+class TemplateNotFound(UsageError):
+    """$OPGEN_TEMPLATE names a folder without a copier template."""
+
+    def __init__(self, *, path: str, variable: str) -> None:
+        self.hint = f"point ${variable} at a copy of opgen's template (a folder with copier.yml), or unset it"
+        super().__init__(f"${variable}={path} holds no opgen template (no copier.yml)")
+
+
+class NoTemplateHistory(UsageError):
+    """`opgen update` of a folder whose old template opgen cannot find, so it has no merge base."""
+
+    def __init__(self, *, what: str, reason: str, hint: str) -> None:
+        self.hint = hint
+        super().__init__(f"cannot update {what}: {reason}")
+
+
+class UpdateFailed(OpgenError):
+    """copier's update (or git under it) failed; nothing in the workspace was changed."""
+
+    def __init__(self, *, what: str, reason: str, hint: str = "") -> None:
+        self.hint = hint or "nothing was changed; this is likely a bug in opgen: please report it with the command you ran"
+        super().__init__(f"could not update {what}: {reason}")
+
+
+class UpdateConflicts(OpgenError):
+    """`opgen update` merged, but some of the user's edits collide with the template's changes."""
+
+    def __init__(self, *, files: Iterable[str]) -> None:
+        self.files = list(files)
+        self.hint = (
+            "each conflict is a block from '<<<<<<< before updating' (yours) over '=======' to "
+            "'>>>>>>> after updating' (the template's): keep what you want, delete the markers, then `opgen build`"
+        )
+        super().__init__(
+            f"{len(self.files)} file(s) hold conflicts between your edits and the template's: {', '.join(self.files)}"
+        )

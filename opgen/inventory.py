@@ -16,7 +16,7 @@ from typing import Any
 
 import yaml
 
-from opgen.recipes import KNOWN_RECIPES, SKELETONS
+from opgen.recipes import FORMULA, KNOWN_RECIPES, SKELETONS
 from opgen.workspace import ANSWERS_FILE, Workspace
 
 # Every current recipe dispatches with AT_DISPATCH_FLOATING_TYPES_AND2(kHalf, kBFloat16, ...).
@@ -165,6 +165,8 @@ def _build_sources(workspace: Workspace, op: str) -> list[Path]:
 
 
 def _kind_of(recipe: str) -> str:
+    if recipe == FORMULA.name:
+        return FORMULA.kind
     known = KNOWN_RECIPES.get(recipe) or SKELETONS.get(recipe)  # type: ignore[call-overload]
     return known.kind if known is not None else "unknown"
 
@@ -211,6 +213,7 @@ def build_products(workspace: Workspace, op: str) -> list[Path]:
         *build.glob(f"temp.*/{op}"),  # objects
         *build.glob(f"lib.*/{workspace.package}/{op}"),  # the library before its copy into the op folder
         build / "opgen-config" / f"{op}.txt",  # setup.py's record of the op's build configuration
+        build / "jit" / op,  # `opgen dev` builds
     ]
     return sorted(path for path in candidates if path.exists())
 

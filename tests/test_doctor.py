@@ -114,8 +114,8 @@ def test_architecture_list_order(tmp_path: Path) -> None:
     assert cuda_arch_list({}, [("A100", "8.0")], workspace)[0] == "8.0"
     assert cuda_arch_list({}, [], workspace)[0] == "9.0"
     new_op("relu", workspace=workspace)
-    setup = workspace.path / "setup.py"
-    setup.write_text(setup.read_text().replace('DEFAULT_CUDA_ARCH = "9.0"', 'DEFAULT_CUDA_ARCH = "8.6"'))
+    config = workspace.path / "_build_config.py"
+    config.write_text(config.read_text().replace('DEFAULT_CUDA_ARCH = "9.0"', 'DEFAULT_CUDA_ARCH = "8.6"'))
     assert cuda_arch_list({}, [], workspace) == ("8.6", "the workspace's DEFAULT_CUDA_ARCH (no GPU visible)")
 
 

@@ -68,6 +68,9 @@ def fake_build(workspace: Workspace, op: str, library: bytes = b"not really a li
     (lib_copy / "_C.abi3.so").write_bytes(library)
     (workspace.path / "build" / "opgen-config").mkdir(exist_ok=True)
     (workspace.path / "build" / "opgen-config" / f"{op}.txt").write_text("torch x; cuda False; arch \n")
+    jit_build = workspace.path / "build" / "jit" / op / "torch-x-cpu"
+    jit_build.mkdir(parents=True)
+    (jit_build / f"{op}.so").write_bytes(b"")
     so = workspace.op_dir(op) / "_C.abi3.so"
     so.write_bytes(library)
     later = time.time() + 10  # later than every source, whatever the filesystem's mtime resolution
@@ -141,6 +144,7 @@ def test_remove_deletes_the_folder_and_its_build_products_only(ws: Workspace) ->
     assert (ws.op_dir("softmax") / "_C.abi3.so").is_file()
     assert list((ws.path / "build").glob("temp.*/softmax/csrc/softmax.o"))
     assert (ws.path / "build" / "opgen-config" / "softmax.txt").is_file()
+    assert not (ws.path / "build" / "jit" / "relu").exists() and (ws.path / "build" / "jit" / "softmax").is_dir()
     assert (ws.path / "include" / "opgen" / "checks.h").is_file()
 
 
@@ -201,7 +205,13 @@ def test_remove_then_build_leaves_the_op_neither_built_nor_importable(workspace:
     rebuilt = runner.invoke(app, ["build", "--cpu-only", "--workspace", str(workspace.path)])
     assert rebuilt.exit_code == 0, rebuilt.output
     assert not workspace.op_dir("gelu").exists()
-    assert not list(workspace.path.rglob("gelu*")) and not list(workspace.path.rglob("*/gelu"))
+    # The template snapshots that `opgen update` keeps under .opgen/ hold every recipe, gelu's too.
+    leftovers = [
+        path
+        for path in [*workspace.path.rglob("gelu*"), *workspace.path.rglob("*/gelu")]
+        if ".opgen" not in path.relative_to(workspace.path).parts
+    ]
+    assert not leftovers
     probe = (
         f"import torch, {workspace.package} as ws\n"
         "assert ws.built_ops == ['relu'], ws.built_ops\n"
@@ -213,3 +223,10 @@ def test_remove_then_build_leaves_the_op_neither_built_nor_importable(workspace:
     env = {**os.environ, "PYTHONPATH": str(workspace.path.parent)}
     result = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
+
+
+@pytest.mark.parametrize(("recipe", "kind"), [("formula", "elementwise"), ("softmax", "rowwise"), ("rowwise", "rowwise")])
+def test_kind_of_each_recipe(recipe: str, kind: str) -> None:
+    from opgen.inventory import _kind_of
+
+    assert _kind_of(recipe) == kind

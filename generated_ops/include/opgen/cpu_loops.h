@@ -7,8 +7,12 @@
 #include <ATen/core/Tensor.h>
 
 #include <algorithm>
-#include <tuple>
+#include <array>
+#include <cstddef>
 #include <cstdint>
+#include <tuple>
+
+#include "opgen/results.h"
 
 namespace opgen::cpu {
 
@@ -26,6 +30,26 @@ void elementwise(const at::Tensor& out, Fn fn, const Tensors&... inputs) {
         [&](const auto*... in) {
           for (int64_t i = begin; i < end; ++i) {
             out_ptr[i] = static_cast<T>(fn(static_cast<math_t>(in[i])...));
+          }
+        },
+        in_ptrs);
+  });
+}
+
+// out_k[i] = fn(inputs[i]...).values[k]: a functor returning opgen::Results<math_t, N> writes N
+// outputs in one pass (the backward of an op with several inputs: one gradient per input).
+template <typename T, std::size_t N, typename Fn, typename... Tensors>
+void elementwise(const std::array<at::Tensor, N>& outs, Fn fn, const Tensors&... inputs) {
+  using math_t = at::opmath_type<T>;
+  std::array<T*, N> out_ptrs;
+  for (std::size_t k = 0; k < N; ++k) out_ptrs[k] = outs[k].template mutable_data_ptr<T>();
+  const auto in_ptrs = std::make_tuple(inputs.template const_data_ptr<T>()...);
+  at::parallel_for(0, outs[0].numel(), kElementGrain, [&](int64_t begin, int64_t end) {
+    std::apply(
+        [&](const auto*... in) {
+          for (int64_t i = begin; i < end; ++i) {
+            const Results<math_t, static_cast<int>(N)> results = fn(static_cast<math_t>(in[i])...);
+            for (std::size_t k = 0; k < N; ++k) out_ptrs[k][i] = static_cast<T>(results.values[k]);
           }
         },
         in_ptrs);

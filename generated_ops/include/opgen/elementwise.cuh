@@ -1,6 +1,8 @@
 // One vectorized CUDA kernel for every elementwise op: out[i] = fn(in_0[i], ..., in_k[i]).
 // An op supplies only `fn`, a functor over its math type (float for half/bfloat16, so the math
-// accumulates in fp32); loads, stores, the scalar tail and the grid live here once.
+// accumulates in fp32); loads, stores, the scalar tail and the grid live here once. A functor
+// that returns opgen::Results<math_t, N> writes N outputs in the same pass (a backward giving
+// the gradient of each of several inputs).
 #pragma once
 
 #include <ATen/OpMathType.h>
@@ -8,12 +10,15 @@
 #include <c10/cuda/CUDAStream.h>
 
 #include <algorithm>
+#include <array>
+#include <cstddef>
 #include <cstdint>
 #include <limits>
 #include <type_traits>
 #include <utility>
 
 #include "opgen/launch.cuh"
+#include "opgen/results.h"
 #include "opgen/vec.cuh"
 
 namespace opgen {
@@ -39,16 +44,27 @@ struct PacksPerThread<Fn, std::void_t<decltype(Fn::kPacksPerThread)>> {
 };
 
 template <typename Fn, typename T, int kVec, int kArity, std::size_t... I>
-__device__ __forceinline__ at::opmath_type<T> apply_at(const Fn& fn,
-                                                       const Pack<T, kVec> (&packs)[kArity],
-                                                       int j, std::index_sequence<I...>) {
+__device__ __forceinline__ auto apply_at(const Fn& fn, const Pack<T, kVec> (&packs)[kArity], int j,
+                                         std::index_sequence<I...>) {
   using math_t = at::opmath_type<T>;
   return fn(static_cast<math_t>(packs[I].elem[j])...);
 }
 
-template <int kArity, int kVec, typename T, typename Fn>
+// Element j of the result packs: one output, or one per value of opgen::Results.
+template <typename T, int kVec, typename Value>
+__device__ __forceinline__ void put(Pack<T, kVec> (&result)[1], int j, const Value& value) {
+  result[0].elem[j] = static_cast<T>(value);
+}
+
+template <typename T, int kVec, typename Value, int kOutputs>
+__device__ __forceinline__ void put(Pack<T, kVec> (&result)[kOutputs], int j, const Results<Value, kOutputs>& values) {
+#pragma unroll
+  for (int o = 0; o < kOutputs; ++o) result[o].elem[j] = static_cast<T>(values.values[o]);
+}
+
+template <int kArity, int kOutputs, int kVec, typename T, typename Fn>
 __global__ void __launch_bounds__(kElementwiseThreads)
-    elementwise_kernel(T* __restrict__ out, InputPointers<T, kArity> in, int64_t n, Fn fn) {
+    elementwise_kernel(OutputPointers<T, kOutputs> out, InputPointers<T, kArity> in, int64_t n, Fn fn) {
   constexpr int kUnroll = PacksPerThread<Fn>::value;
   constexpr int64_t kPacksPerBlockTrip = static_cast<int64_t>(kElementwiseThreads) * kUnroll;
   const int64_t num_packs = n / kVec;
@@ -67,12 +83,11 @@ __global__ void __launch_bounds__(kElementwiseThreads)
     for (int u = 0; u < kUnroll; ++u) {
       const int64_t p = base + u * kElementwiseThreads + threadIdx.x;
       if (p < num_packs) {
-        Pack<T, kVec> result;
+        Pack<T, kVec> result[kOutputs];
 #pragma unroll
-        for (int j = 0; j < kVec; ++j) {
-          result.elem[j] = static_cast<T>(apply_at(fn, packs[u], j, std::make_index_sequence<kArity>{}));
-        }
-        store_pack<T, kVec>(out + p * kVec, result);
+        for (int j = 0; j < kVec; ++j) put(result, j, apply_at(fn, packs[u], j, std::make_index_sequence<kArity>{}));
+#pragma unroll
+        for (int o = 0; o < kOutputs; ++o) store_pack<T, kVec>(out.ptr[o] + p * kVec, result[o]);
       }
     }
   }
@@ -83,25 +98,34 @@ __global__ void __launch_bounds__(kElementwiseThreads)
     Pack<T, 1> scalars[kArity];
 #pragma unroll
     for (int a = 0; a < kArity; ++a) scalars[a].elem[0] = in.ptr[a][i];
-    out[i] = static_cast<T>(apply_at(fn, scalars, 0, std::make_index_sequence<kArity>{}));
+    Pack<T, 1> result[kOutputs];
+    put(result, 0, apply_at(fn, scalars, 0, std::make_index_sequence<kArity>{}));
+#pragma unroll
+    for (int o = 0; o < kOutputs; ++o) out.ptr[o][i] = result[o].elem[0];
   }
 }
 
-// Runs `fn` over contiguous tensors of equal numel on the current stream. The caller holds the
-// device guard and has checked the inputs; `out` is freshly allocated.
-template <typename T, typename Fn, typename... Tensors>
-void launch_elementwise(const at::Tensor& out, Fn fn, const Tensors&... inputs) {
+// Runs `fn` over contiguous tensors of equal numel on the current stream, writing one output
+// per value `fn` returns. The caller holds the device guard and has checked the inputs; the
+// outputs are freshly allocated.
+template <typename T, std::size_t kOutputCount, typename Fn, typename... Tensors>
+void launch_elementwise(const std::array<at::Tensor, kOutputCount>& outs, Fn fn, const Tensors&... inputs) {
   constexpr int kArity = sizeof...(Tensors);
+  constexpr int kOutputs = static_cast<int>(kOutputCount);
   static_assert(kArity >= 1, "an elementwise op needs at least one input");
-  const int64_t n = out.numel();
+  static_assert(kOutputs >= 1, "an elementwise op needs at least one output");
+  const int64_t n = outs[0].numel();
   if (n == 0) return;
   const InputPointers<T, kArity> in{{inputs.template const_data_ptr<T>()...}};
-  T* out_ptr = out.template mutable_data_ptr<T>();
+  OutputPointers<T, kOutputs> out;
+  // Views with a storage offset can start off a 16-byte boundary; those take the scalar path.
+  bool aligned = (is_aligned(inputs.const_data_ptr(), kVectorBytes) && ...);
+  for (int o = 0; o < kOutputs; ++o) {
+    out.ptr[o] = outs[o].template mutable_data_ptr<T>();
+    aligned = aligned && is_aligned(out.ptr[o], kVectorBytes);
+  }
   const auto stream = c10::cuda::getCurrentCUDAStream();
   constexpr int kVec = pack_size<T>();
-  // Views with a storage offset can start off a 16-byte boundary; those take the scalar path.
-  const bool aligned = is_aligned(out_ptr, kVectorBytes) &&
-                       (is_aligned(inputs.const_data_ptr(), kVectorBytes) && ...);
   // One trip per block (the grid covers the tensor) beats a persistent grid-stride loop by 3-7%
   // of bandwidth on an H200; the loop remains for grids past CUDA's limit.
   constexpr int kUnroll = PacksPerThread<Fn>::value;
@@ -110,11 +134,17 @@ void launch_elementwise(const at::Tensor& out, Fn fn, const Tensors&... inputs) 
     return std::clamp<int64_t>((work_items + per_block - 1) / per_block, 1, std::numeric_limits<int32_t>::max());
   };
   if (aligned) {
-    elementwise_kernel<kArity, kVec, T><<<blocks_for(n / kVec), kElementwiseThreads, 0, stream>>>(out_ptr, in, n, fn);
+    elementwise_kernel<kArity, kOutputs, kVec, T><<<blocks_for(n / kVec), kElementwiseThreads, 0, stream>>>(out, in, n, fn);
   } else {
-    elementwise_kernel<kArity, 1, T><<<blocks_for(n), kElementwiseThreads, 0, stream>>>(out_ptr, in, n, fn);
+    elementwise_kernel<kArity, kOutputs, 1, T><<<blocks_for(n), kElementwiseThreads, 0, stream>>>(out, in, n, fn);
   }
   OPGEN_CHECK_LAUNCH();
+}
+
+// The common case: one output.
+template <typename T, typename Fn, typename... Tensors>
+void launch_elementwise(const at::Tensor& out, Fn fn, const Tensors&... inputs) {
+  launch_elementwise<T>(std::array<at::Tensor, 1>{out}, fn, inputs...);
 }
 
 }  // namespace opgen

@@ -35,6 +35,12 @@ struct InputPointers {
   const T* ptr[kArity];
 };
 
+// The outputs of a kernel (several for the backward of an op with several inputs), likewise.
+template <typename T, int kOutputs>
+struct OutputPointers {
+  T* ptr[kOutputs];
+};
+
 inline bool is_aligned(const void* ptr, int64_t alignment_bytes) {
   return reinterpret_cast<std::uintptr_t>(ptr) % alignment_bytes == 0;
 }

@@ -1,0 +1,69 @@
+// CPU loops shared by the ops' CPU kernels: parallel over elements or rows with at::parallel_for,
+// math in the op's math type (float for half/bfloat16) so CPU and CUDA round the same way.
+#pragma once
+
+#include <ATen/OpMathType.h>
+#include <ATen/Parallel.h>
+#include <ATen/core/Tensor.h>
+
+#include <algorithm>
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <tuple>
+
+#include "opgen/results.h"
+
+namespace opgen::cpu {
+
+// Below this many elements a chunk is not worth a thread (at::internal::GRAIN_SIZE's reasoning).
+constexpr int64_t kElementGrain = 32768;
+
+// out[i] = fn(inputs[i]...) over contiguous tensors of equal numel.
+template <typename T, typename Fn, typename... Tensors>
+void elementwise(const at::Tensor& out, Fn fn, const Tensors&... inputs) {
+  using math_t = at::opmath_type<T>;
+  T* out_ptr = out.template mutable_data_ptr<T>();
+  const auto in_ptrs = std::make_tuple(inputs.template const_data_ptr<T>()...);
+  at::parallel_for(0, out.numel(), kElementGrain, [&](int64_t begin, int64_t end) {
+    std::apply(
+        [&](const auto*... in) {
+          for (int64_t i = begin; i < end; ++i) {
+            out_ptr[i] = static_cast<T>(fn(static_cast<math_t>(in[i])...));
+          }
+        },
+        in_ptrs);
+  });
+}
+
+// out_k[i] = fn(inputs[i]...).values[k]: a functor returning opgen::Results<math_t, N> writes N
+// outputs in one pass (the backward of an op with several inputs: one gradient per input).
+template <typename T, std::size_t N, typename Fn, typename... Tensors>
+void elementwise(const std::array<at::Tensor, N>& outs, Fn fn, const Tensors&... inputs) {
+  using math_t = at::opmath_type<T>;
+  std::array<T*, N> out_ptrs;
+  for (std::size_t k = 0; k < N; ++k) out_ptrs[k] = outs[k].template mutable_data_ptr<T>();
+  const auto in_ptrs = std::make_tuple(inputs.template const_data_ptr<T>()...);
+  at::parallel_for(0, outs[0].numel(), kElementGrain, [&](int64_t begin, int64_t end) {
+    std::apply(
+        [&](const auto*... in) {
+          for (int64_t i = begin; i < end; ++i) {
+            const Results<math_t, static_cast<int>(N)> results = fn(static_cast<math_t>(in[i])...);
+            for (std::size_t k = 0; k < N; ++k) out_ptrs[k][i] = static_cast<T>(results.values[k]);
+          }
+        },
+        in_ptrs);
+  });
+}
+
+// Calls fn(row) for every row in [0, rows), in parallel, with chunks of about kElementGrain
+// elements so that short rows are batched and long rows still spread over threads.
+template <typename Fn>
+void for_each_row(int64_t rows, int64_t row_length, Fn fn) {
+  const int64_t rows_per_chunk = std::max<int64_t>(1, kElementGrain / std::max<int64_t>(1, row_length));
+  at::parallel_for(0, rows, rows_per_chunk, [&](int64_t begin, int64_t end) {
+    for (int64_t row = begin; row < end; ++row) fn(row);
+  });
+}
+
+}  // namespace opgen::cpu

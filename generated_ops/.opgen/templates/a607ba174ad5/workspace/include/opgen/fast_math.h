@@ -1,0 +1,63 @@
+// Cheap float math for kernels whose results are stored in float16 or bfloat16. The hardware's
+// approximate exp (ex2.approx, a few ulp) and division cost a fraction of the correctly rounded
+// versions, and their error is far below the 2^-9 / 2^-12 rounding of the 16-bit result. On the
+// host they are the std functions.
+#pragma once
+
+#include <c10/macros/Macros.h>
+
+#include <cmath>
+
+namespace opgen {
+
+// True for the 16-bit storage types, whose math may use the approximations below.
+template <typename scalar_t>
+constexpr bool is_16bit_float() {
+  return sizeof(scalar_t) == 2;
+}
+
+C10_HOST_DEVICE inline float fast_exp(float x) {
+#ifdef __CUDA_ARCH__
+  return __expf(x);
+#else
+  return std::exp(x);
+#endif
+}
+
+C10_HOST_DEVICE inline float fast_divide(float numerator, float denominator) {
+#ifdef __CUDA_ARCH__
+  return __fdividef(numerator, denominator);
+#else
+  return numerator / denominator;
+#endif
+}
+
+// ln(x): lg2.approx times ln 2; its absolute error (2^-21 near 1) is far below 16-bit rounding.
+C10_HOST_DEVICE inline float fast_log(float x) {
+#ifdef __CUDA_ARCH__
+  return __logf(x);
+#else
+  return std::log(x);
+#endif
+}
+
+// ln(1 + u). Near u = 0 the log of 1 + u would keep only its absolute accuracy, so small |u|
+// take the series u - u^2/2 + u^3/3 (error below u^4/4, under 2^-26 relative there).
+C10_HOST_DEVICE inline float fast_log1p(float u) {
+  if (std::fabs(u) < 1.0f / 64) return u * (1.0f - u * (0.5f - u * (1.0f / 3)));
+  return fast_log(1.0f + u);
+}
+
+// tanh(x): one MUFU.TANH on sm_75+, relative error under 2^-10.9: fine for bfloat16 (2^-9
+// rounding) and within a rounding step of float16 (2^-12).
+C10_HOST_DEVICE inline float fast_tanh(float x) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 750
+  float result;
+  asm("tanh.approx.f32 %0, %1;" : "=f"(result) : "f"(x));
+  return result;
+#else
+  return std::tanh(x);
+#endif
+}
+
+}  // namespace opgen

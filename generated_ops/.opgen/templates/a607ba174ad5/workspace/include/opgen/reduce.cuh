@@ -1,0 +1,106 @@
+// Warp and block all-reductions. Butterfly shuffles (xor) leave the result in every lane, so no
+// broadcast step is needed after the reduction.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cfloat>
+#include <cstring>
+#include <type_traits>
+
+namespace opgen {
+
+constexpr int kWarpSize = 32;
+
+// A combine functor for the reductions below, for float or double.
+struct SumOp {
+  template <typename T>
+  __device__ __forceinline__ T operator()(T a, T b) const {
+    return a + b;
+  }
+};
+
+// The reductions take any reduction state (a float, a double, a (max, sum) pair) and a functor
+// `combine(a, b)`.
+
+// __shfl_xor_sync for any trivially copyable value, one 32-bit word at a time.
+template <typename T>
+__device__ __forceinline__ T shfl_xor_any(const T& value, int lane_mask, int width = kWarpSize) {
+  static_assert(std::is_trivially_copyable_v<T> && sizeof(T) % sizeof(unsigned) == 0,
+                "shfl_xor_any moves whole 32-bit words of a trivially copyable value");
+  constexpr int kWords = sizeof(T) / sizeof(unsigned);
+  unsigned words[kWords];
+  memcpy(words, &value, sizeof(T));
+#pragma unroll
+  for (int w = 0; w < kWords; ++w)
+    words[w] = __shfl_xor_sync(0xffffffffu, words[w], lane_mask, width);
+  T result;
+  memcpy(&result, words, sizeof(T));
+  return result;
+}
+
+// Reduces across groups of kWidth consecutive lanes; every lane of a group gets the result.
+// All 32 lanes must call it (lanes without data pass the combine's identity).
+template <int kWidth = kWarpSize, typename T, typename Combine>
+__device__ __forceinline__ T warp_allreduce_with(T value, Combine combine) {
+  static_assert(kWidth > 0 && kWidth <= kWarpSize && (kWidth & (kWidth - 1)) == 0,
+                "kWidth must be a power of two no larger than a warp");
+#pragma unroll
+  for (int offset = kWidth / 2; offset > 0; offset /= 2) {
+    value = combine(value, shfl_xor_any(value, offset, kWidth));
+  }
+  return value;
+}
+
+// All threads of the block get the result. `scratch` needs kBlockSize / 32 values of T in shared
+// memory; `identity` fills the lanes past the last warp. The trailing barrier lets the caller
+// reuse `scratch` at once, as block_allreduce.
+template <int kBlockSize, typename T, typename Combine>
+__device__ __forceinline__ T block_allreduce_with(T value, Combine combine, T identity,
+                                                  T* scratch) {
+  static_assert(kBlockSize % kWarpSize == 0 && kBlockSize <= 1024,
+                "kBlockSize must be a multiple of 32 and at most 1024");
+  constexpr int kWarps = kBlockSize / kWarpSize;
+  const int lane = threadIdx.x % kWarpSize;
+  const int warp = threadIdx.x / kWarpSize;
+  value = warp_allreduce_with(value, combine);
+  if (lane == 0) scratch[warp] = value;
+  __syncthreads();
+  value = lane < kWarps ? scratch[lane] : identity;
+  value = warp_allreduce_with(value, combine);
+  __syncthreads();
+  return value;
+}
+
+// log2(e), for exp(x) as exp2(x * kLog2e): exp2 of a float is a single MUFU.EX2 instruction.
+template <typename T>
+constexpr T kLog2e = T(1.4426950408889634);
+
+// Online softmax normalizer (Milakov & Gimelshein, "Online normalizer calculation for softmax",
+// 2018): the max of some values and the sum of exp(value - max). Two of them merge without
+// revisiting the values, so a row can be reduced in pieces, in any order, in one read.
+template <typename T>
+struct MaxExpSum {
+  T max;
+  T sum;
+};
+
+struct MergeMaxExpSum {
+  template <typename T>
+  __device__ __forceinline__ MaxExpSum<T> operator()(const MaxExpSum<T>& a,
+                                                     const MaxExpSum<T>& b) const {
+    // Values, not references to a or b: selecting a reference would put both in local memory.
+    const bool b_higher = a.max < b.max;
+    const T hi_max = b_higher ? b.max : a.max;
+    const T lo_max = b_higher ? a.max : b.max;
+    const T hi_sum = b_higher ? b.sum : a.sum;
+    const T lo_sum = b_higher ? a.sum : b.sum;
+    // Only the part with the smaller max is rescaled; equal maxima need none (and both -inf
+    // would make exp(-inf - -inf) a NaN). The fast exp2's error grows with the gap between the
+    // maxima, but the part it scales shrinks faster, as e^-gap.
+    const T lo_scaled = lo_max == hi_max ? lo_sum : lo_sum * exp2((lo_max - hi_max) * kLog2e<T>);
+    return {hi_max, hi_sum + lo_scaled};
+  }
+};
+
+}  // namespace opgen

@@ -1,0 +1,48 @@
+// 16-byte vector packs: one LDG.128/STG.128 per pack is what lets a memory-bound kernel reach
+// the bandwidth ceiling; narrower accesses leave the load/store units as the bottleneck.
+#pragma once
+
+#include <cstdint>
+
+namespace opgen {
+
+constexpr int kVectorBytes = 16;
+
+// Elements of T in one 16-byte access (4 floats, 8 halves, 2 doubles).
+template <typename T>
+constexpr int pack_size() {
+  return kVectorBytes / static_cast<int>(sizeof(T));
+}
+
+template <typename T, int N>
+struct alignas(sizeof(T) * N) Pack {
+  T elem[N];
+};
+
+template <typename T, int N>
+__device__ __forceinline__ Pack<T, N> load_pack(const T* ptr) {
+  return *reinterpret_cast<const Pack<T, N>*>(ptr);
+}
+
+template <typename T, int N>
+__device__ __forceinline__ void store_pack(T* ptr, const Pack<T, N>& pack) {
+  *reinterpret_cast<Pack<T, N>*>(ptr) = pack;
+}
+
+// The read-only inputs of a kernel, passed by value as one kernel argument.
+template <typename T, int kArity>
+struct InputPointers {
+  const T* ptr[kArity];
+};
+
+// The outputs of a kernel (several for the backward of an op with several inputs), likewise.
+template <typename T, int kOutputs>
+struct OutputPointers {
+  T* ptr[kOutputs];
+};
+
+inline bool is_aligned(const void* ptr, int64_t alignment_bytes) {
+  return reinterpret_cast<std::uintptr_t>(ptr) % alignment_bytes == 0;
+}
+
+}  // namespace opgen
