@@ -24,3 +24,9 @@ def test_an_op_that_differs_from_its_reference_fails_naming_the_gradient(tmp_pat
         check_ddp_training_step(
             op="torch.nn.functional:silu", reference="torch.nn.functional:gelu", params={}, device_type="cpu", scratch=tmp_path
         )
+
+
+def test_an_op_of_two_inputs_takes_the_hidden_layer_in_two_parts(tmp_path: Path) -> None:
+    check_ddp_training_step(
+        op="torch:mul", reference="torch:mul", params={}, device_type="cpu", scratch=tmp_path, inputs=2
+    )

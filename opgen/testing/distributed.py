@@ -1,6 +1,7 @@
 """A two-process DistributedDataParallel training step, for the generated multi-GPU tests.
 
-Each process puts the op between two linear layers, runs its half of a batch through DDP and
+Each process puts the op between two linear layers (an op of n inputs takes the first layer's
+output cut into n equal parts), runs its half of a batch through DDP and
 backpropagates; DDP averages the gradients across processes. The averaged gradients must equal
 those of one float64 copy of the network, built on the op's PyTorch reference, on the whole batch.
 On CUDA each process owns one GPU and talks NCCL; on the CPU the same step runs over gloo, so
@@ -17,7 +18,8 @@ from typing import Any
 import torch
 
 WORLD_SIZE = 2
-FEATURES, HIDDEN, OUTPUTS, BATCH_PER_PROCESS = 48, 320, 8, 8
+# HIDDEN splits evenly into the inputs of any op of up to 8.
+FEATURES, HIDDEN, OUTPUTS, BATCH_PER_PROCESS = 48, 840, 8, 8
 
 
 def _resolve(dotted: str) -> Callable[..., torch.Tensor]:
@@ -28,25 +30,27 @@ def _resolve(dotted: str) -> Callable[..., torch.Tensor]:
 
 
 class _Apply(torch.nn.Module):
-    """A function with fixed keyword arguments, as a layer."""
+    """A function of ``inputs`` tensors with fixed keyword arguments, as a layer."""
 
-    def __init__(self, function: Callable[..., torch.Tensor], params: dict[str, Any]) -> None:
+    def __init__(self, function: Callable[..., torch.Tensor], inputs: int, params: dict[str, Any]) -> None:
         super().__init__()
-        self.function, self.params = function, params
+        self.function, self.inputs, self.params = function, inputs, params
 
     def forward(self, hidden: torch.Tensor) -> torch.Tensor:
-        return self.function(hidden, **self.params)
+        return self.function(*hidden.chunk(self.inputs, dim=-1), **self.params)
 
 
-def _network(function: Callable[..., torch.Tensor], params: dict[str, Any]) -> torch.nn.Sequential:
+def _network(function: Callable[..., torch.Tensor], inputs: int, params: dict[str, Any]) -> torch.nn.Sequential:
     torch.manual_seed(0)  # the same weights in every process and for the reference copy
     return torch.nn.Sequential(
-        torch.nn.Linear(FEATURES, HIDDEN), _Apply(function, params), torch.nn.Linear(HIDDEN, OUTPUTS)
+        torch.nn.Linear(FEATURES, HIDDEN),
+        _Apply(function, inputs, params),
+        torch.nn.Linear(HIDDEN // inputs, OUTPUTS),
     )
 
 
 def _training_step(
-    rank: int, device_type: str, rendezvous: str, op: str, reference: str, params: dict[str, Any]
+    rank: int, device_type: str, rendezvous: str, op: str, reference: str, inputs: int, params: dict[str, Any]
 ) -> None:
     import torch.distributed as dist
     from torch.nn.parallel import DistributedDataParallel
@@ -59,17 +63,17 @@ def _training_step(
     dist.init_process_group(backend, init_method=f"file://{rendezvous}", rank=rank, world_size=WORLD_SIZE)
     try:
         generator = torch.Generator().manual_seed(1)
-        inputs = torch.randn(WORLD_SIZE * BATCH_PER_PROCESS, FEATURES, generator=generator).to(device)
+        samples = torch.randn(WORLD_SIZE * BATCH_PER_PROCESS, FEATURES, generator=generator).to(device)
         targets = torch.randn(WORLD_SIZE * BATCH_PER_PROCESS, OUTPUTS, generator=generator).to(device)
         mine = slice(rank * BATCH_PER_PROCESS, (rank + 1) * BATCH_PER_PROCESS)
 
-        network = _network(_resolve(op), params).to(device)
+        network = _network(_resolve(op), inputs, params).to(device)
         parallel = DistributedDataParallel(network, device_ids=[rank] if device_type == "cuda" else None)
-        loss = torch.nn.functional.mse_loss(parallel(inputs[mine]), targets[mine])
+        loss = torch.nn.functional.mse_loss(parallel(samples[mine]), targets[mine])
         loss.backward()  # DDP all-reduces (averages) the gradients here
 
-        expected = _network(_resolve(reference), params).to(device=device, dtype=torch.float64)
-        torch.nn.functional.mse_loss(expected(inputs.double()), targets.double()).backward()
+        expected = _network(_resolve(reference), inputs, params).to(device=device, dtype=torch.float64)
+        torch.nn.functional.mse_loss(expected(samples.double()), targets.double()).backward()
 
         for (name, actual), reference_parameter in zip(network.named_parameters(), expected.parameters(), strict=True):
             assert actual.grad is not None and reference_parameter.grad is not None, f"{name} got no gradient"
@@ -82,12 +86,15 @@ def _training_step(
 
 
 def check_ddp_training_step(
-    *, op: str, reference: str, params: dict[str, Any], device_type: str, scratch: Path
+    *, op: str, reference: str, params: dict[str, Any], device_type: str, scratch: Path, inputs: int = 1
 ) -> None:
     """Run the two-process step; raises (with the failing process's traceback) on any mismatch.
 
-    ``op`` and ``reference`` are ``"module:function"`` names the worker processes import.
+    ``op`` and ``reference`` are ``"module:function"`` names the worker processes import; both
+    take ``inputs`` tensors.
     """
+    if not 1 <= inputs <= 8 or HIDDEN % inputs:
+        raise ValueError(f"the DDP check takes ops of 1 to 8 tensor inputs, not {inputs}")
     import torch.multiprocessing as multiprocessing
 
     if device_type == "cuda" and torch.cuda.device_count() < WORLD_SIZE:
@@ -96,7 +103,7 @@ def check_ddp_training_step(
     rendezvous.unlink(missing_ok=True)
     multiprocessing.spawn(
         _training_step,
-        args=(device_type, str(rendezvous), op, reference, params),
+        args=(device_type, str(rendezvous), op, reference, inputs, params),
         nprocs=WORLD_SIZE,
         join=True,
     )
