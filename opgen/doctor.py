@@ -168,6 +168,15 @@ def check_ninja(env: Mapping[str, str]) -> Check:
     )
 
 
+def check_git(env: Mapping[str, str]) -> Check:
+    """git, which `opgen update` needs for copier's three-way merge (builds do not)."""
+    git = shutil.which("git", path=env.get("PATH"))
+    version = _first_line([git, "--version"]) if git is not None else None
+    if version is None:
+        return Check("git", "warn", "not found; `opgen update` needs it (builds do not)", "install git")
+    return Check("git", "ok", f"{version} at {git}")
+
+
 def check_compiler(env: Mapping[str, str]) -> Check:
     """The C++ compiler torch's extension builder runs: $CXX, else c++."""
     compiler = env.get("CXX") or "c++"
@@ -304,6 +313,7 @@ def run_doctor(workspace: Workspace, env: Mapping[str, str] | None = None) -> Do
         torch_check,
         toolkit_check,
         check_ninja(env),
+        check_git(env),
         check_compiler(env),
         check_gpus(gpus),
         check_architectures(arch_list, arch_source, toolkit),

@@ -145,9 +145,20 @@ def test_doctor_on_this_machine_runs() -> None:
         "torch",
         "CUDA toolkit",
         "ninja",
+        "git",
         "C++ compiler",
         "GPUs",
         "CUDA architectures",
         "workspace",
     ]
     assert result.exit_code == (0 if data["ok"] else 1)
+
+
+def test_git_missing_is_a_warning_naming_update(tmp_path: Path) -> None:
+    check = doctor.check_git({"PATH": str(tmp_path)})
+    assert check.status == "warn" and "opgen update" in check.detail and check.hint == "install git"
+
+
+def test_git_found_reports_its_version() -> None:
+    check = doctor.check_git({"PATH": os.environ["PATH"]})
+    assert check.status == "ok" and check.detail.startswith("git version")
