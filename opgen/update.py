@@ -181,6 +181,10 @@ def update_ops(workspace: Workspace, ops: Iterable[str] = (), *, dry_run: bool =
     with tempfile.TemporaryDirectory(prefix="opgen-update-") as scratch_name, _isolated_git():
         scratch = Path(scratch_name)
         snapshot = copy_template(scratch / "template")
+        # Snapshot ids are content hashes: a missing snapshot of the current template is that copy.
+        for folder, base in zip(folders, bases, strict=True):
+            if base not in (None, snapshot) and not snapshot_dir(workspace.path, base).is_dir():
+                raise _missing_snapshot(workspace, folder, base)
         legacy = {
             index: _legacy_baseline(folder, scratch, snapshot)
             for index, (folder, base) in enumerate(zip(folders, bases, strict=True))
@@ -196,7 +200,7 @@ def update_ops(workspace: Workspace, ops: Iterable[str] = (), *, dry_run: bool =
         sources: dict[str, Path] = {}  # updated file (relative to the workspace) -> its new content
         for index, folder in enumerate(folders):
             base = bases[index] or snapshot
-            old = snapshot_dir(workspace.path, base) if bases[index] else scratch / "template"
+            old = scratch / "template" if base == snapshot else snapshot_dir(workspace.path, base)
             if base not in repos:
                 repos[base] = _template_repository(scratch / f"repo-{base}", old, scratch / "template")
             work = scratch / "work" / str(index) / folder.name
@@ -285,18 +289,19 @@ def _recorded_base(workspace: Workspace, folder: _Folder) -> str | None:
     base = folder.answers.get("_commit")
     if base is None:
         return None
-    base = str(base)
-    if not snapshot_dir(workspace.path, base).is_dir():
-        redo = "a new workspace" if folder.shared else f"`opgen new {folder.name} --force`"
-        raise NoTemplateHistory(
-            what=folder.what,
-            reason=f"the template snapshot it was rendered from ({base}) is missing from {workspace.path / SNAPSHOTS}",
-            hint=(
-                f"restore {SNAPSHOTS}/{base} from where you keep the workspace (e.g. version control), "
-                f"or save your edits and re-render with {redo}"
-            ),
-        )
-    return base
+    return str(base)
+
+
+def _missing_snapshot(workspace: Workspace, folder: _Folder, base: str) -> NoTemplateHistory:
+    redo = "a new workspace" if folder.shared else f"`opgen new {folder.name} --force`"
+    return NoTemplateHistory(
+        what=folder.what,
+        reason=f"the template snapshot it was rendered from ({base}) is missing from {workspace.path / SNAPSHOTS}",
+        hint=(
+            f"restore {SNAPSHOTS}/{base} from where you keep the workspace (e.g. version control), "
+            f"or save your edits and re-render with {redo}"
+        ),
+    )
 
 
 def _no_history(folders: list[_Folder], files: list[str]) -> NoTemplateHistory:

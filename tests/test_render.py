@@ -120,6 +120,8 @@ def test_committed_workspace_matches_a_fresh_render(tmp_path: Path) -> None:
     render_workspace(fresh)
     for path in rendered_files(fresh.path):
         relative = path.relative_to(fresh.path)
+        if relative.parts[0] == ".opgen":  # template snapshots: not committed (see .gitignore)
+            continue
         committed_text, fresh_text = (committed / relative).read_text(), path.read_text()
         if relative.name == ".copier-answers.yml":  # it records where the template was: machine-specific
             committed_text, fresh_text = (_without_src_path(text) for text in (committed_text, fresh_text))

@@ -283,6 +283,16 @@ def test_a_missing_snapshot_is_named_with_its_fix(workspace: Workspace) -> None:
     assert tree_state(workspace.path) == before
 
 
+def test_a_missing_snapshot_of_the_current_template_is_rebuilt_from_it(workspace: Workspace) -> None:
+    new_op("relu", workspace=workspace)
+    reference = workspace.path / "relu" / "reference.py"
+    reference.write_text(reference.read_text() + "# my edit\n")
+    shutil.rmtree(workspace.path / ".opgen")  # e.g. not committed: the ids still name the current template
+    report = update_ops(workspace)
+    assert not report.changes and not report.conflicts
+    assert reference.read_text().endswith("# my edit\n")
+
+
 def test_opgen_template_must_be_a_template(
     workspace: Workspace, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
