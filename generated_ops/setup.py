@@ -77,11 +77,6 @@ def op_sources(op: str, with_cuda: bool) -> list[str]:
     return [path.relative_to(WORKSPACE).as_posix() for path in build_config.op_sources(op, with_cuda)]
 
 
-def op_headers(op: str) -> list[str]:
-    """The op's own headers and the shared ones, relative to the workspace."""
-    return [path.relative_to(WORKSPACE).as_posix() for path in build_config.op_headers(op)]
-
-
 def require_torch() -> None:
     """Exit with advice when torch is missing: pip's build isolation builds without it."""
     try:
@@ -117,11 +112,6 @@ def cuda_toolkit() -> str | None:
         return build_config.cuda_home(environ, build_config.torch_build()[1])
     except build_config.BuildConfigError as error:
         sys.exit(f"setup.py: {error}")
-
-
-def cuda_arch_list() -> str:
-    """TORCH_CUDA_ARCH_LIST when set, else the visible GPU's architecture, else the default."""
-    return build_config.cuda_arch_list(os.environ)
 
 
 def op_of(extension_name: str) -> str:
@@ -228,7 +218,7 @@ def main() -> None:
     toolkit = cuda_toolkit()
     if toolkit is not None:
         os.environ.setdefault("CUDA_HOME", toolkit)
-        os.environ["TORCH_CUDA_ARCH_LIST"] = cuda_arch_list()
+        os.environ["TORCH_CUDA_ARCH_LIST"] = build_config.cuda_arch_list(os.environ)
     settings = build_config.resolve(os.environ)
     print(f"opgen-build: {settings.describe()}; ops: {', '.join(ops) or 'none'}", flush=True)
     setup(

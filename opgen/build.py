@@ -58,9 +58,6 @@ _ARCH = re.compile(r"\d{1,2}\.\d[af]?(\+PTX)?")
 # names itself, so only their shape is checked here.
 _ARCH_NAME = re.compile(r"native|[A-Z][a-z]+(\+[A-Z][a-z]+)?")
 
-FINAL_STATUSES = ("built", "up-to-date", "failed")
-
-
 @dataclass(frozen=True)
 class OpOutcome:
     """One op's result: built, up-to-date or failed (with its first compiler error).
@@ -181,12 +178,17 @@ def default_jobs(with_cuda: bool = True) -> int:
     return max(1, min(cores, int(memory_gib // per_job)))
 
 
+def split_arch_list(value: str) -> list[str]:
+    """The entries of an architecture list written with ';', ',' or spaces between them."""
+    return [entry for entry in re.split(r"[;,\s]+", value.strip()) if entry]
+
+
 def parse_arch_list(value: str, source: str = "--arch") -> str:
     """``value`` ("9.0", "8.0,9.0", "8.0 9.0+PTX") written as TORCH_CUDA_ARCH_LIST takes it ("8.0;9.0").
 
     InvalidArch when an entry is no architecture.
     """
-    entries = [entry for entry in re.split(r"[;,\s]+", value.strip()) if entry]
+    entries = split_arch_list(value)
     if not entries:
         raise InvalidArch(value=value, source=source, reason="it names no architecture")
     for entry in entries:
@@ -298,14 +300,6 @@ def first_compiler_error(log: str, op: str | None = None) -> str:
     if errors:
         return errors[0]
     return lines[-1] if lines else "no output"
-
-
-def op_outcomes(log: str) -> list[OpOutcome]:
-    """Each op's outcome from the `opgen-op: <op> <status> <seconds>` lines setup.py prints."""
-    reader = LogReader()
-    for line in log.splitlines():
-        reader.read(line)
-    return reader.outcomes(log)
 
 
 @dataclass

@@ -56,6 +56,27 @@ OpsArgument = Annotated[
     typer.Argument(help="Ops to act on; all ops of the workspace when none are given.", show_default=False),
 ]
 
+# The compile options `opgen build` and `opgen dev` share.
+CpuOnlyOption = Annotated[
+    bool, typer.Option("--cpu-only", help="Compile the CPU kernels only, even where CUDA could be compiled.")
+]
+JobsOption = Annotated[
+    int | None,
+    typer.Option(
+        "--jobs", "-j", min=1, help="Parallel compile jobs (default: from cores and memory).", show_default=False
+    ),
+]
+ArchOption = Annotated[
+    str | None,
+    typer.Option(
+        "--arch",
+        help="CUDA architectures to compile for, e.g. 9.0 or '8.0;9.0' (9.0a, 9.0+PTX also). "
+        "Default: $TORCH_CUDA_ARCH_LIST, else the visible GPU's, else 9.0.",
+        show_default=False,
+    ),
+]
+VerboseOption = Annotated[bool, typer.Option("--verbose", "-v", help="Show the full compiler output.")]
+
 
 def _fail(error: OpgenError) -> NoReturn:
     err.print(f"[bold red]error:[/] {error}", soft_wrap=True)
@@ -131,25 +152,10 @@ def new(
 def build(
     ops: OpsArgument = None,
     workspace: WorkspaceOption = None,
-    cpu_only: Annotated[
-        bool, typer.Option("--cpu-only", help="Compile the CPU kernels only, even where CUDA could be compiled.")
-    ] = False,
-    jobs: Annotated[
-        int | None,
-        typer.Option(
-            "--jobs", "-j", min=1, help="Parallel compile jobs (default: from cores and memory).", show_default=False
-        ),
-    ] = None,
-    arch: Annotated[
-        str | None,
-        typer.Option(
-            "--arch",
-            help="CUDA architectures to compile for, e.g. 9.0 or '8.0;9.0' (9.0a, 9.0+PTX also). "
-            "Default: $TORCH_CUDA_ARCH_LIST, else the visible GPU's, else 9.0.",
-            show_default=False,
-        ),
-    ] = None,
-    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Show the full compiler output.")] = False,
+    cpu_only: CpuOnlyOption = False,
+    jobs: JobsOption = None,
+    arch: ArchOption = None,
+    verbose: VerboseOption = False,
 ) -> None:
     """Compile ops in place with ninja: CPU kernels always, CUDA kernels where a toolkit is found.
 
@@ -211,25 +217,10 @@ def _print_build_summary(report: BuildReport) -> None:
 def dev(
     op: Annotated[str, typer.Argument(help="The op to build and load.", show_default=False)],
     workspace: WorkspaceOption = None,
-    cpu_only: Annotated[
-        bool, typer.Option("--cpu-only", help="Compile the CPU kernels only, even where CUDA could be compiled.")
-    ] = False,
-    jobs: Annotated[
-        int | None,
-        typer.Option(
-            "--jobs", "-j", min=1, help="Parallel compile jobs (default: from cores and memory).", show_default=False
-        ),
-    ] = None,
-    arch: Annotated[
-        str | None,
-        typer.Option(
-            "--arch",
-            help="CUDA architectures to compile for, e.g. 9.0 or '8.0;9.0'. "
-            "Default: $TORCH_CUDA_ARCH_LIST, else the visible GPU's, else 9.0.",
-            show_default=False,
-        ),
-    ] = None,
-    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Show the full compiler output.")] = False,
+    cpu_only: CpuOnlyOption = False,
+    jobs: JobsOption = None,
+    arch: ArchOption = None,
+    verbose: VerboseOption = False,
 ) -> None:
     """Build one op just in time and load it, for a quick edit-and-try loop (also from a notebook).
 
@@ -425,7 +416,9 @@ def update(
     verb = "would change" if report.dry_run else "changed"
     for folder in report.folders:
         label = f"shared files ({folder.name})" if folder.shared else folder.name
-        baseline = " [dim](no template snapshot recorded: the current template is its base)[/]" if folder.baseline else ""
+        baseline = (
+            " [dim](no template snapshot recorded: the current template is its base)[/]" if folder.baseline else ""
+        )
         status = f"{len(folder.changes)} file(s) {verb}" if folder.changes else "up to date"
         out.print(f"[bold]{label}[/]: {status}{baseline}")
         for change in folder.changes:

@@ -10,7 +10,6 @@ kernels only) or more slowly, or that tests will be skipped.
 from __future__ import annotations
 
 import os
-import re
 import shutil
 import subprocess
 import sys
@@ -19,6 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from opgen.build import load_build_config, split_arch_list
 from opgen.errors import CudaToolkitNotFound
 from opgen.toolchain import CudaToolkit, find_cuda_toolkit
 from opgen.workspace import Workspace
@@ -223,23 +223,16 @@ def check_gpus(gpus: list[tuple[str, str]]) -> Check:
 
 
 def workspace_default_arch(workspace: Workspace) -> str:
-    """The workspace's DEFAULT_CUDA_ARCH (in _build_config.py, or setup.py before it; else the template's)."""
-    for name in ("_build_config.py", "setup.py"):
-        try:
-            match = re.search(
-                r'^DEFAULT_CUDA_ARCH\s*=\s*["\']([^"\']+)["\']', (workspace.path / name).read_text(), re.M
-            )
-        except OSError:
-            match = None
-        if match:
-            return match.group(1)
-    return TEMPLATE_DEFAULT_CUDA_ARCH
+    """The workspace's DEFAULT_CUDA_ARCH (in its _build_config.py; else the template's)."""
+    build_config = load_build_config(workspace)
+    return str(getattr(build_config, "DEFAULT_CUDA_ARCH", TEMPLATE_DEFAULT_CUDA_ARCH))
 
 
 def cuda_arch_list(env: Mapping[str, str], gpus: list[tuple[str, str]], workspace: Workspace) -> tuple[str, str]:
     """The architecture list builds use and where it comes from: the order setup.py applies."""
-    if env.get("TORCH_CUDA_ARCH_LIST"):
-        return env["TORCH_CUDA_ARCH_LIST"], "TORCH_CUDA_ARCH_LIST"
+    chosen = env.get("TORCH_CUDA_ARCH_LIST", "").strip()
+    if chosen and chosen != "native":  # "native" is the visible GPU's, as below
+        return chosen, "TORCH_CUDA_ARCH_LIST"
     if gpus:
         return gpus[0][1], "the visible GPU"
     return workspace_default_arch(workspace), "the workspace's DEFAULT_CUDA_ARCH (no GPU visible)"
@@ -248,11 +241,6 @@ def cuda_arch_list(env: Mapping[str, str], gpus: list[tuple[str, str]], workspac
 def _nvcc_arch(arch: str) -> str:
     """'compute_90a' for '9.0a' or '9.0a+PTX'."""
     return "compute_" + arch.removesuffix("+PTX").replace(".", "")
-
-
-def _split_archs(arch_list: str) -> list[str]:
-    """'8.0;9.0' or '8.0 9.0' (both are what TORCH_CUDA_ARCH_LIST accepts) as a list."""
-    return [arch for arch in re.split(r"[;\s]+", arch_list.strip()) if arch]
 
 
 def _supported_archs(toolkit: CudaToolkit) -> list[str]:
@@ -268,7 +256,7 @@ def check_architectures(arch_list: str, source: str, toolkit: CudaToolkit | None
     if toolkit is None:
         return Check("CUDA architectures", "ok", f"{arch_list} from {source} (unused: builds are CPU only)")
     supported = _supported_archs(toolkit)
-    unsupported = [arch for arch in _split_archs(arch_list) if supported and _nvcc_arch(arch) not in supported]
+    unsupported = [arch for arch in split_arch_list(arch_list) if supported and _nvcc_arch(arch) not in supported]
     if unsupported:
         return Check(
             "CUDA architectures",
@@ -326,5 +314,5 @@ def run_doctor(workspace: Workspace, env: Mapping[str, str] | None = None) -> Do
     return DoctorReport(
         checks=checks,
         builds=f"CPU and CUDA kernels (CUDA architectures {arch_list}, nvcc {toolkit.version})",
-        cuda_architectures=_split_archs(arch_list),
+        cuda_architectures=split_arch_list(arch_list),
     )

@@ -14,10 +14,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from opgen.recipes import FORMULA, KNOWN_RECIPES, SKELETONS
-from opgen.workspace import ANSWERS_FILE, Workspace
+from opgen.workspace import Workspace, read_answers
 
 # Every current recipe dispatches with AT_DISPATCH_FLOATING_TYPES_AND2(kHalf, kBFloat16, ...).
 RECIPE_DTYPES = ("float32", "float64", "float16", "bfloat16")
@@ -67,15 +65,6 @@ class OpInfo:
             "stale": self.stale,
             "changed_since_build": list(self.changed_since_build),
         }
-
-
-def read_answers(folder: Path) -> dict[str, Any]:
-    """The copier answers ``folder`` was rendered with; empty when missing or unreadable."""
-    try:
-        answers = yaml.safe_load((folder / ANSWERS_FILE).read_text())
-    except (OSError, yaml.YAMLError):
-        return {}
-    return answers if isinstance(answers, dict) else {}
 
 
 def op_library(op_dir: Path) -> Path | None:

@@ -36,7 +36,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from opgen.build import build_env, first_compiler_error
+from opgen.build import BUILD_CONFIG_FILE, build_env, first_compiler_error, load_build_config, parse_arch_list
 from opgen.errors import BuildFailed, OpAlreadyLoaded, WorkspaceError
 from opgen.toolchain import CudaToolkit
 from opgen.workspace import Workspace
@@ -185,7 +185,7 @@ def _workspace_setup(ws: Workspace) -> ModuleType:
     spec.loader.exec_module(module)
     missing = [
         attr
-        for attr in ("op_sources", "CXX_FLAGS", "NVCC_FLAGS", "LINK_FLAGS", "cuda_arch_list")
+        for attr in ("op_sources", "CXX_FLAGS", "NVCC_FLAGS", "LINK_FLAGS")
         if not hasattr(module, attr)
     ]
     if missing:
@@ -202,14 +202,20 @@ def _plan(ws: Workspace, op: str, *, cpu_only: bool, jobs: int | None, arch: str
 
     env, toolkit = build_env([op], cpu_only=cpu_only, jobs=jobs, arch=arch)
     setup = _workspace_setup(ws)
-    with _environment(env):
-        architectures = setup.cuda_arch_list() if toolkit is not None else None
+    build_config = load_build_config(ws)
+    if build_config is None:
+        raise WorkspaceError(
+            path=str(ws.path),
+            reason=f"it has no loadable {BUILD_CONFIG_FILE}, which `opgen dev` builds with",
+            hint="copy it from a freshly rendered workspace (`opgen new <op> -w /tmp/fresh_ops`), or run `opgen update`",
+        )
+    architectures = build_config.cuda_arch_list(env) if toolkit is not None else None
     python = f"py{sys.version_info.major}{sys.version_info.minor}"
     if toolkit is None:
         configuration = f"torch{torch.__version__}-{python}-cpu"
     else:
         # "9.0;9.0a" -> sm90-sm90a; "9.0+PTX" -> sm90_PTX (see the sanitizing below).
-        targets = "-".join(f"sm{a.replace('.', '')}" for a in re.split(r"[;,\s]+", architectures or "") if a)
+        targets = "-".join(f"sm{a.replace('.', '')}" for a in parse_arch_list(architectures or "").split(";"))
         configuration = f"torch{torch.__version__}-{python}-cuda{toolkit.version or ''}-{targets}"
     return _Plan(
         op=op,

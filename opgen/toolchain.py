@@ -69,7 +69,7 @@ def _home_behind(nvcc_on_path: str) -> Path | None:
     return home if is_toolkit(home) else None
 
 
-def _versioned_locations() -> list[Path]:
+def versioned_locations() -> list[Path]:
     """/usr/local/cuda-X.Y folders, newest first."""
     return sorted(Path("/usr/local").glob("cuda-*"), reverse=True)
 
@@ -94,7 +94,7 @@ def find_cuda_toolkit(env: Mapping[str, str] | None = None) -> CudaToolkit | Non
         behind = _home_behind(nvcc_on_path)
         if behind is not None:
             return CudaToolkit(behind, nvcc_version(behind / "bin" / "nvcc"))
-    for home in [Path(location) for location in STANDARD_LOCATIONS] + _versioned_locations():
+    for home in [Path(location) for location in STANDARD_LOCATIONS] + versioned_locations():
         if is_toolkit(home):
             return CudaToolkit(home.resolve(), nvcc_version(home / "bin" / "nvcc"))
     if nvcc_on_path is not None:

@@ -41,7 +41,7 @@ import yaml
 from opgen import __version__
 from opgen.errors import NoTemplateHistory, UpdateFailed
 from opgen.render import SNAPSHOTS, copy_template, snapshot_dir, store_snapshot
-from opgen.workspace import ANSWERS_FILE, Workspace
+from opgen.workspace import ANSWERS_FILE, Workspace, read_answers
 
 CONFLICT_START = b"<<<<<<< before updating"  # copier's label for the user's side of a conflict
 _SNAPSHOT_ID = re.compile(r"^[0-9a-f]{12}$")
@@ -230,7 +230,7 @@ def prune_snapshots(workspace: Workspace) -> list[str]:
     if not store.is_dir():
         return []
     folders = [workspace.path, *(workspace.op_dir(name) for name in workspace.ops())]
-    named = {str(_read_answers(folder).get("_commit", "")) for folder in folders}
+    named = {str(read_answers(folder).get("_commit", "")) for folder in folders}
     pruned = []
     for entry in sorted(store.iterdir()):
         if entry.is_dir() and _SNAPSHOT_ID.match(entry.name) and entry.name not in named:
@@ -247,12 +247,12 @@ def _shared_folder(workspace: Workspace) -> _Folder:
         top = path.relative_to(root).parts[0]
         return top in ops or top in {".opgen", "build"} or _is_product(path)
 
-    return _Folder(workspace.package, root, "", skip, _read_answers(root))
+    return _Folder(workspace.package, root, "", skip, read_answers(root))
 
 
 def _op_folder(workspace: Workspace, name: str) -> _Folder:
     root = workspace.op_dir(name)
-    return _Folder(name, root, name, _is_product, _read_answers(root))
+    return _Folder(name, root, name, _is_product, read_answers(root))
 
 
 def _is_product(path: Path) -> bool:
@@ -261,14 +261,6 @@ def _is_product(path: Path) -> bool:
 
 def _inside(folder: _Folder, relative: str) -> str:
     return f"{folder.prefix}/{relative}" if folder.prefix else relative
-
-
-def _read_answers(folder: Path) -> dict[str, Any]:
-    try:
-        answers = yaml.safe_load((folder / ANSWERS_FILE).read_text())
-    except (OSError, yaml.YAMLError):
-        return {}
-    return answers if isinstance(answers, dict) else {}
 
 
 def _recorded_base(workspace: Workspace, folder: _Folder) -> str | None:

@@ -6,12 +6,24 @@ import os
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
+
+import yaml
 
 from opgen.errors import UnknownOp, WorkspaceError
 
 DEFAULT_WORKSPACE = "generated_ops"
 WORKSPACE_ENV = "OPGEN_WORKSPACE"
 ANSWERS_FILE = ".copier-answers.yml"
+
+
+def read_answers(folder: Path) -> dict[str, Any]:
+    """The copier answers ``folder`` was rendered with; empty when missing or unreadable."""
+    try:
+        answers = yaml.safe_load((folder / ANSWERS_FILE).read_text())
+    except (OSError, yaml.YAMLError):
+        return {}
+    return answers if isinstance(answers, dict) else {}
 
 
 @dataclass(frozen=True)

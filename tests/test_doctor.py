@@ -113,6 +113,7 @@ def test_architecture_list_order(tmp_path: Path) -> None:
     assert cuda_arch_list({"TORCH_CUDA_ARCH_LIST": "8.0;9.0"}, [("H200", "9.0")], workspace)[0] == "8.0;9.0"
     assert cuda_arch_list({}, [("A100", "8.0")], workspace)[0] == "8.0"
     assert cuda_arch_list({}, [], workspace)[0] == "9.0"
+    assert cuda_arch_list({"TORCH_CUDA_ARCH_LIST": "native"}, [("A100", "8.0")], workspace)[0] == "8.0"
     new_op("relu", workspace=workspace)
     config = workspace.path / "_build_config.py"
     config.write_text(config.read_text().replace('DEFAULT_CUDA_ARCH = "9.0"', 'DEFAULT_CUDA_ARCH = "8.6"'))
@@ -162,3 +163,10 @@ def test_git_missing_is_a_warning_naming_update(tmp_path: Path) -> None:
 def test_git_found_reports_its_version() -> None:
     check = doctor.check_git({"PATH": os.environ["PATH"]})
     assert check.status == "ok" and check.detail.startswith("git version")
+
+
+def test_architectures_written_with_commas_are_checked_one_by_one(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(doctor, "_supported_archs", lambda _toolkit: ["compute_80", "compute_90"])
+    toolkit = CudaToolkit(Path("/nonexistent"), "13.0")
+    assert check_architectures("8.0,9.0", "--arch", toolkit).status == "ok"
+    assert "cannot compile for 7.0" in check_architectures("7.0,9.0", "--arch", toolkit).detail

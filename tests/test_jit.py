@@ -16,19 +16,10 @@ from typer.testing import CliRunner
 from opgen import jit
 from opgen.cli import app
 from opgen.errors import UnknownOp
-from opgen.render import new_op
 from opgen.toolchain import CudaToolkit
 from opgen.workspace import Workspace
 
 runner = CliRunner()
-
-
-@pytest.fixture
-def relu_workspace(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Workspace:
-    monkeypatch.delenv("OPGEN_WORKSPACE", raising=False)
-    workspace = Workspace.locate(tmp_path / "generated_ops")
-    new_op("relu", workspace=workspace)
-    return workspace
 
 
 def test_dev_of_an_unknown_op_exits_2_with_the_known_ops(relu_workspace: Workspace) -> None:

@@ -35,7 +35,7 @@ def fake_toolkit(home: Path) -> Path:
 @pytest.fixture(autouse=True)
 def no_standard_locations(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setattr(toolchain, "STANDARD_LOCATIONS", ())
-    monkeypatch.setattr(toolchain, "_versioned_locations", lambda: [])
+    monkeypatch.setattr(toolchain, "versioned_locations", lambda: [])
 
 
 def test_cuda_home_wins_and_reports_its_version(tmp_path: Path) -> None:

@@ -10,16 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from opgen.render import new_op
 from opgen.workspace import Workspace
-
-
-@pytest.fixture
-def relu_workspace(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Workspace:
-    monkeypatch.delenv("OPGEN_WORKSPACE", raising=False)
-    workspace = Workspace.locate(tmp_path / "generated_ops")
-    new_op("relu", workspace=workspace)
-    return workspace
 
 
 def test_workspace_declares_its_build_backend_without_torch(relu_workspace: Workspace) -> None:

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from opgen.errors import CudaToolkitNotFound
-from opgen.toolchain import find_cuda_toolkit
+from opgen.toolchain import STANDARD_LOCATIONS, find_cuda_toolkit, versioned_locations
 
 TOOLS = ("memcheck", "racecheck", "initcheck")
 
@@ -50,7 +50,7 @@ def find_compute_sanitizer() -> Path | None:
     except CudaToolkitNotFound:  # a misconfigured CUDA_HOME only means: not found here
         toolkit = None
     homes = [toolkit.home] if toolkit else []
-    homes += [Path("/usr/local/cuda"), *sorted(Path("/usr/local").glob("cuda-*"), reverse=True)]
+    homes += [*(Path(location) for location in STANDARD_LOCATIONS), *versioned_locations()]
     for home in homes:
         for candidate in (home / "bin" / "compute-sanitizer", home / "compute-sanitizer" / "compute-sanitizer"):
             if candidate.is_file():
