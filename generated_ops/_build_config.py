@@ -171,9 +171,11 @@ def resolve(environ: Mapping[str, str] | None = None) -> Settings:
 
 
 def op_sources(op: str, with_cuda: bool, workspace: Path = WORKSPACE) -> list[Path]:
-    """The op's translation units: csrc/*.cpp, and csrc/*.cu when CUDA is compiled."""
+    """The op's translation units: csrc/*.cpp, and when CUDA is compiled also csrc/*.cu and the
+    C++ files of the CUDA side, named <op>_cuda*.cpp (host code that needs CUDA's headers but
+    not nvcc, such as softmax_cuda_binding.cpp)."""
     csrc = workspace / op / "csrc"
-    sources = sorted(csrc.glob("*.cpp"))
+    sources = sorted(path for path in csrc.glob("*.cpp") if with_cuda or not path.stem.startswith(f"{op}_cuda"))
     if with_cuda:
         sources += sorted(csrc.glob("*.cu"))
     return sources

@@ -1,18 +1,13 @@
-// How a reduction along one dimension sees a tensor: `outer` slabs of dim_size x inner, so that
-// element (o, d, i) sits at (o * dim_size + d) * inner + i. inner == 1 means rows.
+// The Slabs of a tensor reduced along one dimension.
 #pragma once
 
 #include <ATen/core/Tensor.h>
 
 #include <cstdint>
 
-namespace opgen {
+#include "opgen/slabs.h"
 
-struct Slabs {
-  int64_t outer = 1;
-  int64_t dim_size = 1;
-  int64_t inner = 1;
-};
+namespace opgen {
 
 // `dim` must already be wrapped (opgen::wrap_dim).
 inline Slabs slabs_of(const at::Tensor& x, int64_t dim) {
