@@ -177,6 +177,23 @@ def stale(workspace: Workspace, config: ModuleType, env: dict[str, str] = CPU_EN
     return stale_ops(workspace, ["gelu", "relu"], config, config.resolve(env))
 
 
+def test_cuda_side_sources_compile_only_with_cuda(workspace: Workspace) -> None:
+    # softmax keeps its kernels (.cu) apart from their host binding (softmax_cuda_binding.cpp):
+    # both need CUDA, so a CPU-only build leaves both out; an op whose name holds "cuda" keeps
+    # its CPU kernel.
+    new_op("softmax", workspace=workspace)
+    new_op("cuda_cpu_mix", workspace=workspace)
+    config = load_build_config(workspace)
+    assert config is not None
+
+    def names(op: str, with_cuda: bool) -> list[str]:
+        return [path.name for path in config.op_sources(op, with_cuda, workspace.path)]
+
+    assert names("softmax", False) == ["softmax.cpp", "softmax_cpu.cpp"]
+    assert names("softmax", True) == ["softmax.cpp", "softmax_cpu.cpp", "softmax_cuda_binding.cpp", "softmax_cuda.cu"]
+    assert names("cuda_cpu_mix", False) == ["cuda_cpu_mix.cpp", "cuda_cpu_mix_cpu.cpp"]
+
+
 def test_fresh_build_is_up_to_date(built_ws: tuple[Workspace, ModuleType]) -> None:
     workspace, config = built_ws
     assert stale(workspace, config) == []
