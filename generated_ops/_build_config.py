@@ -232,16 +232,34 @@ def op_library(op: str, workspace: Path = WORKSPACE) -> Path | None:
     return None
 
 
-def up_to_date(op: str, settings: Settings, library: Path | None, workspace: Path = WORKSPACE) -> bool:
-    """Whether ``library`` is op's build under ``settings`` with nothing changed since."""
-    if library is None or not library.is_file():
-        return False
+def changed_since_build(op: str, settings: Settings, library: Path, workspace: Path = WORKSPACE) -> list[Path]:
+    """Why ``library`` is not op's build under ``settings``; empty when it is, with nothing changed since.
+
+    The inputs (sources, headers, setup.py, this file) newer than the library or missing, and the
+    stamp when it is missing, newer than the library or holds another configuration than
+    ``settings`` give (a changed setting). ``opgen list`` reports these; up_to_date is their absence.
+    """
+    try:
+        built_at = library.stat().st_mtime
+    except OSError:  # no library: everything is to build
+        return [library]
     stamp = stamp_path(op, workspace)
+    changed: list[Path] = []
     try:
         if stamp.read_text() != op_config(op, settings, workspace):
-            return False
-        built_at = library.stat().st_mtime
-        inputs = [*op_sources(op, settings.with_cuda, workspace), *op_depends(op, workspace), stamp]
-        return all(path.stat().st_mtime <= built_at for path in inputs)
-    except OSError:  # a missing stamp or input
-        return False
+            changed.append(stamp)
+    except OSError:  # no stamp
+        changed.append(stamp)
+    for path in [*op_sources(op, settings.with_cuda, workspace), *op_depends(op, workspace), stamp]:
+        try:
+            newer = path.stat().st_mtime > built_at
+        except OSError:  # a missing input
+            newer = True
+        if newer and path not in changed:
+            changed.append(path)
+    return changed
+
+
+def up_to_date(op: str, settings: Settings, library: Path | None, workspace: Path = WORKSPACE) -> bool:
+    """Whether ``library`` is op's build under ``settings`` with nothing changed since."""
+    return library is not None and library.is_file() and not changed_since_build(op, settings, library, workspace)

@@ -1,8 +1,9 @@
 """`opgen list` and `opgen remove`: what the workspace holds, and taking an op out of it.
 
-Everything here is read from the files themselves (the op's copier answers, its compiled library,
-the mtimes of its sources), never from a record opgen keeps on the side, so an op added or
-edited by hand is reported as faithfully as one `opgen new` rendered.
+Everything here is read from the workspace itself (the op's copier answers, its compiled library,
+and whether it is up to date as the workspace's _build_config.py decides for `opgen build`),
+never from a record opgen keeps on the side, so an op added or edited by hand is reported as
+faithfully as one `opgen new` rendered.
 """
 
 from __future__ import annotations
@@ -12,10 +13,21 @@ import struct
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
+from opgen.build import build_env, load_build_config, resolve_settings
+from opgen.errors import OpgenError
 from opgen.recipes import FORMULA, KNOWN_RECIPES, SKELETONS
 from opgen.workspace import Workspace, read_answers
+
+# What changed_since_build names besides files: the settings a build would use now (torch, the
+# CUDA toolkit and architectures, compiler variables) are not those the library was built with.
+SETTINGS_CHANGED = "build settings"
+# ...where the workspace's build rule cannot be worked out (`opgen build` then rebuilds every op),
+UNDECIDED = "unknown: the workspace's _build_config.py cannot be loaded or cannot resolve the build settings"
+# ...and where a _build_config.py from before changed_since_build says only that the op is stale.
+UNNAMED = "not named by this workspace's older _build_config.py (`opgen update` brings the newer one)"
 
 # Every current recipe dispatches with AT_DISPATCH_FLOATING_TYPES_AND2(kHalf, kBFloat16, ...).
 RECIPE_DTYPES = ("float32", "float64", "float16", "bfloat16")
@@ -49,7 +61,7 @@ class OpInfo:
 
     @property
     def stale(self) -> bool:
-        """Built, but a source the build compiles is newer than the library."""
+        """Built, but `opgen build` would rebuild it: an input or a build setting changed since."""
         return bool(self.changed_since_build)
 
     def as_json(self) -> dict[str, Any]:
@@ -142,15 +154,55 @@ def cuda_architectures(library: Path) -> tuple[str, ...] | None:
     return tuple(f"{arch // 10}.{arch % 10}{'+PTX' if arch in ptx else ''}" for arch in sorted(machine_code | ptx))
 
 
-def _changed_since(library: Path, sources: list[Path], root: Path) -> tuple[str, ...]:
-    built_at = library.stat().st_mtime
-    return tuple(str(path.relative_to(root)) for path in sources if path.is_file() and path.stat().st_mtime > built_at)
+@dataclass(frozen=True)
+class BuildRule:
+    """The workspace's own up-to-date rule (its _build_config.py) and the settings `opgen build` uses now."""
+
+    config: ModuleType
+    settings: Any
 
 
-def _build_sources(workspace: Workspace, op: str) -> list[Path]:
-    """What the op's build compiles: its csrc/ and the workspace's shared include/."""
-    folders = [workspace.op_dir(op) / "csrc", workspace.path / "include"]
-    return sorted(path for folder in folders if folder.is_dir() for path in folder.rglob("*"))
+def build_rule(workspace: Workspace) -> BuildRule | None:
+    """The rule `opgen build` decides with, or None where it cannot be worked out here.
+
+    None (no or a broken _build_config.py, settings that cannot be resolved) is also where the
+    build rebuilds every op.
+    """
+    config = load_build_config(workspace)
+    if config is None:
+        return None
+    try:
+        env, _ = build_env([], cpu_only=False, jobs=1, config=config)
+    except OpgenError:  # e.g. a TORCH_CUDA_ARCH_LIST the build would refuse
+        return None
+    settings = resolve_settings(config, env)
+    return None if settings is None else BuildRule(config=config, settings=settings)
+
+
+def changed_since_build(workspace: Workspace, op: str, library: Path, rule: BuildRule | None) -> tuple[str, ...]:
+    """Why `opgen build` would rebuild the op: changed inputs (workspace-relative) and SETTINGS_CHANGED.
+
+    Asked of the workspace's _build_config.py, the file `opgen build` and setup.py decide with,
+    so that list and build cannot disagree. Empty when the op is up to date.
+    """
+    if rule is None:
+        return (UNDECIDED,)
+    config, settings = rule.config, rule.settings
+    loaded = config.op_library(op, workspace.path)  # the build looks under this Python's extension suffixes only
+    if loaded is None:
+        return (f"{_relative(library, workspace.path)} is no library this Python loads",)
+    if not hasattr(config, "changed_since_build"):
+        return () if config.up_to_date(op, settings, loaded, workspace.path) else (UNNAMED,)
+    stamp = config.stamp_path(op, workspace.path)
+    changed = {
+        SETTINGS_CHANGED if path == stamp else _relative(path, workspace.path)
+        for path in config.changed_since_build(op, settings, loaded, workspace.path)
+    }
+    return tuple(sorted(changed - {SETTINGS_CHANGED})) + ((SETTINGS_CHANGED,) if SETTINGS_CHANGED in changed else ())
+
+
+def _relative(path: Path, root: Path) -> str:
+    return path.relative_to(root).as_posix() if path.is_relative_to(root) else str(path)
 
 
 def _kind_of(recipe: str) -> str:
@@ -160,8 +212,8 @@ def _kind_of(recipe: str) -> str:
     return known.kind if known is not None else "unknown"
 
 
-def describe_op(workspace: Workspace, op: str) -> OpInfo:
-    """Everything `opgen list` says about one op."""
+def describe_op(workspace: Workspace, op: str, rule: BuildRule | None) -> OpInfo:
+    """Everything `opgen list` says about one op (``rule``: build_rule's answer, asked once for every op)."""
     op_dir = workspace.op_dir(op)
     answers = read_answers(op_dir)
     recipe = str(answers.get("recipe", "unknown"))
@@ -174,14 +226,15 @@ def describe_op(workspace: Workspace, op: str) -> OpInfo:
         template_version=str(answers.get("opgen_version", "unknown")),
         library=library,
         cuda_architectures=cuda_architectures(library) if library else None,
-        changed_since_build=_changed_since(library, _build_sources(workspace, op), workspace.path) if library else (),
+        changed_since_build=changed_since_build(workspace, op, library, rule) if library else (),
     )
 
 
 def list_ops(workspace: Workspace) -> list[OpInfo]:
     """Every op of the workspace, sorted by name."""
     workspace.require_exists()
-    return [describe_op(workspace, op) for op in workspace.ops()]
+    rule = build_rule(workspace)
+    return [describe_op(workspace, op, rule) for op in workspace.ops()]
 
 
 @dataclass(frozen=True)

@@ -12,8 +12,17 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from opgen.build import build_env, load_build_config, resolve_settings, stale_ops
 from opgen.cli import app
-from opgen.inventory import cuda_architectures, list_ops, remove_op
+from opgen.inventory import (
+    SETTINGS_CHANGED,
+    UNDECIDED,
+    UNNAMED,
+    build_rule,
+    cuda_architectures,
+    list_ops,
+    remove_op,
+)
 from opgen.render import new_op
 from opgen.workspace import Workspace
 
@@ -66,8 +75,9 @@ def fake_build(workspace: Workspace, op: str, library: bytes = b"not really a li
     lib_copy = workspace.path / "build" / "lib.linux-x86_64-cpython-311" / workspace.package / op
     lib_copy.mkdir(parents=True)
     (lib_copy / "_C.abi3.so").write_bytes(library)
-    (workspace.path / "build" / "opgen-config").mkdir(exist_ok=True)
-    (workspace.path / "build" / "opgen-config" / f"{op}.txt").write_text("torch x; cuda False; arch \n")
+    rule = build_rule(workspace)
+    assert rule is not None
+    rule.config.write_stamp(op, rule.settings, workspace.path)  # the configuration the build would record
     jit_build = workspace.path / "build" / "jit" / op / "torch-x-cpu"
     jit_build.mkdir(parents=True)
     (jit_build / f"{op}.so").write_bytes(b"")
@@ -114,6 +124,65 @@ def test_list_names_sources_newer_than_the_library(ws: Workspace) -> None:
     (relu,) = [op for op in list_ops(ws) if op.name == "relu"]
     assert relu.stale
     assert relu.changed_since_build == ("include/opgen/checks.h", "relu/csrc/relu_math.h")
+
+
+def stale_by_build(workspace: Workspace) -> set[str]:
+    """The ops `opgen build` would hand to setup.py now (build_ops's own decision, without running it)."""
+    config = load_build_config(workspace)
+    assert config is not None
+    names = workspace.ops()
+    env, _ = build_env(names, cpu_only=False, jobs=1, config=config)
+    return set(stale_ops(workspace, names, config, resolve_settings(config, env)))
+
+
+def test_list_and_build_agree_on_what_changed(ws: Workspace, monkeypatch: pytest.MonkeyPatch) -> None:
+    for op in ("relu", "softmax", "my_op"):
+        fake_build(ws, op)
+
+    def stale() -> dict[str, tuple[str, ...]]:
+        listed = {op.name: op.changed_since_build for op in list_ops(ws) if op.stale}
+        assert set(listed) == stale_by_build(ws)
+        return listed
+
+    assert stale() == {}
+    later = (ws.op_dir("relu") / "_C.abi3.so").stat().st_mtime + 5
+    # Not an input of the build (no source, no header): neither rebuilds nor counts as a change.
+    (ws.op_dir("relu") / "csrc" / "NOTES.md").write_text("my notes\n")
+    os.utime(ws.op_dir("relu") / "csrc" / "NOTES.md", (later, later))
+    assert stale() == {}
+    # setup.py is an input of every op.
+    os.utime(ws.path / "setup.py", (later, later))
+    assert stale() == {op: ("setup.py",) for op in ("my_op", "relu", "softmax")}
+    for op in ("relu", "softmax", "my_op"):
+        os.utime(ws.op_dir(op) / "_C.abi3.so", (later + 1, later + 1))
+    assert stale() == {}
+    # A changed compiler variable is a changed build setting: no file changed, yet both rebuild.
+    monkeypatch.setenv("CXXFLAGS", "-O1")
+    assert stale() == {op: (SETTINGS_CHANGED,) for op in ("my_op", "relu", "softmax")}
+    monkeypatch.delenv("CXXFLAGS")
+    # A library built for another Python is no build of this one.
+    (ws.op_dir("relu") / "_C.abi3.so").rename(ws.op_dir("relu") / "_C.cpython-39-x86_64-linux-gnu.so")
+    assert stale() == {"relu": ("relu/_C.cpython-39-x86_64-linux-gnu.so is no library this Python loads",)}
+
+
+def test_list_where_the_workspace_rule_says_less(ws: Workspace) -> None:
+    fake_build(ws, "relu")
+    config_file = ws.path / "_build_config.py"
+    source = config_file.read_text()
+    # An older _build_config.py, without changed_since_build: stale or not as its up_to_date says.
+    start = source.index("def changed_since_build(")
+    older = source[:start] + source[source.index("def up_to_date(", start) :].replace(
+        "return library is not None and library.is_file() and not changed_since_build(op, settings, library, workspace)",
+        "return library is not None and library.is_file() and library.stat().st_mtime >= (workspace / 'setup.py').stat().st_mtime",
+    )
+    config_file.write_text(older)
+    assert [op.changed_since_build for op in list_ops(ws) if op.name == "relu"] == [()]
+    later = (ws.op_dir("relu") / "_C.abi3.so").stat().st_mtime + 5
+    os.utime(ws.path / "setup.py", (later, later))
+    assert [op.changed_since_build for op in list_ops(ws) if op.name == "relu"] == [(UNNAMED,)]
+    # A broken one: `opgen build` then hands every op to setup.py, and list cannot say why.
+    config_file.write_text(source + "\nthis is not Python\n")
+    assert [op.changed_since_build for op in list_ops(ws) if op.built != "no"] == [(UNDECIDED,)]
 
 
 def test_list_cli_table_and_json(ws: Workspace) -> None:

@@ -1,7 +1,11 @@
 from __future__ import annotations
 
 import ast
+import os
 import re
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import copier
@@ -50,10 +54,17 @@ def test_rendered_code_is_clean(workspace: Workspace, name: str, kind: str | Non
 def test_cuda_source_follows_the_kernel_rules(workspace: Workspace) -> None:
     for name in ("softmax", "gelu", "row_op"):
         kind = "rowwise" if name == "row_op" else None
-        source = (new_op(name, kind=kind, workspace=workspace) / "csrc" / f"{name}_cuda.cu").read_text()  # type: ignore[arg-type]
-        assert "AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16" in source
-        assert "CUDAGuard" in source and "CHECK_CUDA(" in source
-        assert "TORCH_LIBRARY_IMPL(generated_ops, CUDA, m)" in source
+        csrc = new_op(name, kind=kind, workspace=workspace) / "csrc"  # type: ignore[arg-type]
+        kernels = (csrc / f"{name}_cuda.cu").read_text()
+        # softmax's host side (checks, guard, registration) is its own C++ file, so that nvcc
+        # never parses torch's tensor and dispatcher headers.
+        binding = (csrc / f"{name}_cuda_binding.cpp").read_text() if name == "softmax" else kernels
+        assert "AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16" in kernels
+        assert "CUDAGuard" in binding and "CHECK_CUDA(" in binding
+        assert "TORCH_LIBRARY_IMPL(generated_ops, CUDA, m)" in binding
+    softmax_kernels = (workspace.path / "softmax/csrc/softmax_cuda.cu").read_text()
+    for heavy in ("<ATen/core/Tensor.h>", "<torch/library.h>", "<torch/extension.h>"):
+        assert heavy not in softmax_kernels
 
 
 def test_skeletons_mark_the_places_to_edit(workspace: Workspace) -> None:
@@ -98,6 +109,78 @@ def test_a_failed_render_leaves_nothing_behind(workspace: Workspace, monkeypatch
         new_op("relu", workspace=workspace, force=True)
     assert sorted(path.name for path in workspace.path.iterdir()) == before
     assert "reference_relu" in (workspace.path / "relu" / "reference.py").read_text()
+
+
+def _test_functions(source: str) -> set[str]:
+    return {
+        node.name
+        for node in ast.parse(source).body
+        if isinstance(node, ast.FunctionDef) and node.name.startswith("test_")
+    }
+
+
+def test_ops_of_one_and_several_inputs_share_the_robustness_tests(workspace: Workspace) -> None:
+    shared = set(
+        re.findall(r"^def (test_\w+)", (template_dir() / "partials/python/robustness_tests.py.jinja").read_text(), re.M)
+    )
+    assert {"test_nan_and_infinities_propagate_as_in_the_reference", "test_inputs_on_the_second_gpu"} <= shared
+    unary = new_op("relu", workspace=workspace)
+    rowwise = new_op("softmax", workspace=workspace)
+    binary = new_op("swish_gate", workspace=workspace, formula="x*sigmoid(y)")
+    for folder in (unary, rowwise, binary):
+        source = (folder / f"test_{folder.name}.py").read_text()
+        assert shared <= _test_functions(source), folder.name
+        # One header: the inputs come from the op module, single-input ops are the case of one.
+        assert "from . import INPUTS, " in source and "def make_inputs(" in source
+        second_gpu = source[: source.index("def test_inputs_on_the_second_gpu")].rsplit("\n\n\n", 1)[-1]
+        assert '@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16]' in second_gpu, folder.name
+    assert 'INPUTS = ("x",)' in (unary / "__init__.py").read_text()
+    assert 'INPUTS = ("x", "y")' in (binary / "__init__.py").read_text()
+
+
+# Stand-ins for a built op, in Python: the generated NaN/inf test must pass the faithful ones and
+# fail each broken one.
+_FAKE_OPS = {
+    "relu": "torch.relu(x)",
+    "relu_spurious_inf": "torch.where(x == torch.finfo(x.dtype).max, torch.inf, torch.relu(x))",
+    "relu_swallows_nan": "torch.nan_to_num(torch.relu(x), nan=0.0, posinf=torch.inf)",
+    "relu_wrong_infinity": "torch.where(torch.isinf(x), -x, torch.relu(x))",
+    "relu_finite_for_inf": "torch.relu(x).clamp(max=torch.finfo(x.dtype).max)",
+    # Overflows where PyTorch's own float32 math does (the sum of a row of the largest floats).
+    "row_op": "x - x.mean(-1, keepdim=True)",
+    "row_op_spurious_inf": "torch.where(x == torch.finfo(x.dtype).tiny, torch.inf, x - x.double().mean(-1, keepdim=True).to(x.dtype))",
+}
+
+
+def test_generated_nan_and_inf_test_fails_every_wrong_output(workspace: Workspace, tmp_path: Path) -> None:
+    relu = new_op("relu", workspace=workspace)
+    row_op = new_op("row_op", kind="rowwise", workspace=workspace)
+    packages = tmp_path / "fakes"
+    packages.mkdir()
+    (packages / "__init__.py").write_text("")
+    for name, body in _FAKE_OPS.items():
+        rendered = row_op if name.startswith("row_op") else relu
+        package = packages / name
+        package.mkdir()
+        for file in (f"test_{rendered.name}.py", "reference.py"):
+            shutil.copy(rendered / file, package / file)
+        op = rendered.name
+        (cls,) = re.findall(r"^from \. import INPUTS, (\w+), ", (rendered / f"test_{op}.py").read_text(), re.M)
+        (package / "__init__.py").write_text(
+            f"import torch\n\nINPUTS = ('x',)\n\n\ndef {op}(x):\n    return {body}\n\n\n"
+            f"class {cls}(torch.nn.Module):\n    def forward(self, x):\n        return {op}(x)\n"
+        )
+    result = subprocess.run(
+        [sys.executable, "-m", "pytest", str(packages), "-k", "nan_and_infinities and cpu", "-rA", "-q",
+         "-p", "no:cacheprovider", "-W", "ignore::pytest.PytestUnknownMarkWarning", "--rootdir", str(tmp_path)],
+        cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(tmp_path)}, capture_output=True, text=True,
+    )  # fmt: skip
+    outcomes: dict[str, set[str]] = {}
+    for outcome, name in re.findall(r"^(PASSED|FAILED) fakes/(\w+)/", result.stdout, re.M):
+        outcomes.setdefault(name, set()).add(outcome)
+    assert outcomes["relu"] == {"PASSED"} and outcomes["row_op"] == {"PASSED"}, result.stdout[-3000:]
+    broken = [name for name in _FAKE_OPS if name not in ("relu", "row_op")]
+    assert all("FAILED" in outcomes[name] for name in broken), (outcomes, result.stdout[-3000:])
 
 
 def test_workspace_render_never_overwrites_a_users_file(tmp_path: Path) -> None:

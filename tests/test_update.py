@@ -36,7 +36,7 @@ TEMPLATE_TEST = (
 USER_KERNEL_EDIT = "  // my kernel edit"
 USER_TEST_EDIT = "import pytest  # my test edit\n"
 # A line both sides change: the update must leave it between conflict markers.
-CONTESTED = "#include <torch/library.h>\n"
+CONTESTED = "#include <ATen/Dispatch.h>\n"
 
 
 @pytest.fixture(autouse=True)
