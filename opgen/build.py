@@ -220,12 +220,6 @@ def load_build_config(workspace: Workspace) -> ModuleType | None:
     return module
 
 
-def torch_has_cuda() -> bool:
-    import torch
-
-    return torch.version.cuda is not None
-
-
 def _torch_has_cuda(config: ModuleType | None) -> bool:
     """Whether torch is a CUDA build, read without importing torch where the workspace can."""
     if config is not None:
@@ -233,7 +227,9 @@ def _torch_has_cuda(config: ModuleType | None) -> bool:
             return config.torch_build()[1] is not None
         except Exception:  # an unreadable torch falls back to importing it
             pass
-    return torch_has_cuda()
+    import torch
+
+    return torch.version.cuda is not None
 
 
 def build_env(
@@ -286,8 +282,17 @@ def stale_ops(workspace: Workspace, ops: Iterable[str], config: ModuleType, sett
 # Reading setup.py's output
 
 
-def first_compiler_error(log: str, op: str | None = None) -> str:
-    """The first compiler error of the log, in ``op``'s sources when given, else its last line."""
+def first_compiler_error(log: str, op: str | None = None, root: Path | None = None) -> str:
+    """The first compiler error of the log, in ``op``'s sources when given, else its last line.
+
+    Paths under ``root`` (the workspace) are given relative to it: shorter, and the path the user
+    opens.
+    """
+    found = _first_compiler_error(log, op)
+    return found.replace(f"{root}{os.sep}", "") if root is not None else found
+
+
+def _first_compiler_error(log: str, op: str | None) -> str:
     lines = [line.strip() for line in log.splitlines() if line.strip()]
     errors = [
         line
@@ -306,6 +311,7 @@ def first_compiler_error(log: str, op: str | None = None) -> str:
 class LogReader:
     """Turns setup.py's output, line by line, into BuildEvents and each op's compiled files."""
 
+    root: Path | None = None  # the workspace, which error paths are given relative to
     mode: str = ""
     current_op: str | None = None
     compiled: dict[str, list[str]] = field(default_factory=dict)
@@ -348,7 +354,7 @@ class LogReader:
                 op=op,
                 status=status,
                 seconds=seconds,
-                first_error=first_compiler_error(log, op) if status == "failed" else "",
+                first_error=first_compiler_error(log, op, self.root) if status == "failed" else "",
                 compiled=tuple(self.compiled.get(op, ())),
             )
             for op, (status, seconds) in self.finished.items()
@@ -497,7 +503,7 @@ def build_ops(
     )
     assert process.stdout is not None
     lines: list[str] = []
-    reader = LogReader()
+    reader = LogReader(root=workspace.path)
     for line in process.stdout:
         lines.append(line)
         event = reader.read(line)
@@ -511,12 +517,9 @@ def build_ops(
     for op in to_build:
         if op not in built:  # setup.py stopped before it reached this op
             status = "built" if returncode == 0 else "failed"
-            error = "" if returncode == 0 else first_compiler_error(log)
+            error = "" if returncode == 0 else first_compiler_error(log, root=workspace.path)
             built[op] = OpOutcome(op=op, status=status, seconds=0.0, first_error=error)
             notify(BuildEvent(op=op, phase=status, seconds=0.0))
-    # First errors name files relative to the workspace: shorter, and the path the user opens.
-    prefix = f"{workspace.path}{os.sep}"
-    built = {op: replace(o, first_error=o.first_error.replace(prefix, "")) for op, o in built.items()}
     outcomes = [outcome for outcome in [*fresh, *built.values()] if outcome.op in names]
     outcomes.sort(key=lambda outcome: names.index(outcome.op))
     mode = reader.mode or report.mode
@@ -532,6 +535,6 @@ def build_ops(
     )
     if returncode != 0 or report.failed:
         failed = report.failed
-        first_error = failed[0].first_error if failed else first_compiler_error(log).replace(prefix, "")
+        first_error = failed[0].first_error if failed else first_compiler_error(log, root=workspace.path)
         raise BuildFailed(ops=[o.op for o in failed] or to_build, first_error=first_error, report=report)
     return report

@@ -231,9 +231,10 @@ def dev(
     From Python or a notebook: from opgen import load_op; load_op("softmax").softmax(x)
     """
     try:
+        ws = Workspace.locate(workspace)
         result = jit_load(
             op,
-            Workspace.locate(workspace),
+            ws,
             cpu_only=cpu_only,
             jobs=jobs,
             arch=arch,
@@ -248,7 +249,7 @@ def dev(
         out.print(f"[cyan]reused[/] the cached build of {result.op} ({result.seconds:.1f} s, nothing changed)")
     out.print(f"mode: {result.mode}")
     out.print(f"library: {result.library}", soft_wrap=True)
-    where = f", workspace={str(Workspace.locate(workspace).path)!r}" if workspace else ""
+    where = f", workspace={str(ws.path)!r}" if workspace else ""
     out.print(
         f'use it: from opgen import load_op; {result.op} = load_op("{result.op}"{where}).{result.op}'
         f"  (or torch.ops.generated_ops.{result.op})",

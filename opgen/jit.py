@@ -36,7 +36,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from opgen.build import BUILD_CONFIG_FILE, build_env, first_compiler_error, load_build_config, parse_arch_list
+from opgen.build import BUILD_CONFIG_FILE, build_env, first_compiler_error, load_build_config, split_arch_list
 from opgen.errors import BuildFailed, OpAlreadyLoaded, WorkspaceError
 from opgen.toolchain import CudaToolkit
 from opgen.workspace import Workspace
@@ -69,6 +69,7 @@ class _Plan:
     """What a JIT build of the op compiles, with which flags, into which folder."""
 
     op: str
+    workspace: Path
     library_name: str
     folder: Path
     sources: list[str]
@@ -202,7 +203,8 @@ def _plan(ws: Workspace, op: str, *, cpu_only: bool, jobs: int | None, arch: str
 
     env, toolkit = build_env([op], cpu_only=cpu_only, jobs=jobs, arch=arch)
     setup = _workspace_setup(ws)
-    build_config = load_build_config(ws)
+    # setup.py has already loaded the workspace's _build_config.py; older ones did not keep it.
+    build_config = getattr(setup, "build_config", None) or load_build_config(ws)
     if build_config is None:
         raise WorkspaceError(
             path=str(ws.path),
@@ -215,10 +217,11 @@ def _plan(ws: Workspace, op: str, *, cpu_only: bool, jobs: int | None, arch: str
         configuration = f"torch{torch.__version__}-{python}-cpu"
     else:
         # "9.0;9.0a" -> sm90-sm90a; "9.0+PTX" -> sm90_PTX (see the sanitizing below).
-        targets = "-".join(f"sm{a.replace('.', '')}" for a in parse_arch_list(architectures or "").split(";"))
+        targets = "-".join(f"sm{a.replace('.', '')}" for a in split_arch_list(architectures or ""))
         configuration = f"torch{torch.__version__}-{python}-cuda{toolkit.version or ''}-{targets}"
     return _Plan(
         op=op,
+        workspace=ws.path,
         library_name=f"{ws.package}_{op}",
         folder=ws.path / "build" / "jit" / op / re.sub(r"[^A-Za-z0-9._-]", "_", configuration),
         sources=[str(ws.path / source) for source in setup.op_sources(op, toolkit is not None)],
@@ -279,7 +282,7 @@ def _compile_and_load(plan: _Plan, configuration: dict[str, Any], *, verbose: bo
                 is_python_module=False,
             )
         except (RuntimeError, OSError) as error:
-            failure = BuildFailed(ops=[plan.op], first_error=first_compiler_error(str(error), plan.op))
+            failure = BuildFailed(ops=[plan.op], first_error=first_compiler_error(str(error), plan.op, plan.workspace))
             failure.hint = f"`opgen dev {plan.op} -v` shows the full compiler output"
             raise failure from error
         finally:

@@ -71,15 +71,6 @@ class FileChange:
     removed_lines: int
     conflict: bool
 
-    def as_json(self) -> dict[str, Any]:
-        return {
-            "path": self.path,
-            "status": self.status,
-            "added_lines": self.added_lines,
-            "removed_lines": self.removed_lines,
-            "conflict": self.conflict,
-        }
-
 
 @dataclass(frozen=True)
 class FolderUpdate:
@@ -87,7 +78,6 @@ class FolderUpdate:
 
     name: str  # the op, or the workspace's package name for its shared files
     shared: bool  # the workspace's shared files, not an op
-    base: str  # the snapshot the folder was rendered from
     baseline: bool  # rendered before opgen kept snapshots; the current template became its base
     changes: tuple[FileChange, ...]
     kept: tuple[str, ...] = ()  # files the new template no longer renders, kept because the user edited them
@@ -109,25 +99,6 @@ class UpdateReport:
     @property
     def conflicts(self) -> list[str]:
         return [change.path for change in self.changes if change.conflict]
-
-    def as_json(self) -> dict[str, Any]:
-        return {
-            "workspace": str(self.workspace),
-            "snapshot": self.snapshot,
-            "dry_run": self.dry_run,
-            "folders": [
-                {
-                    "name": folder.name,
-                    "shared": folder.shared,
-                    "base": folder.base,
-                    "baseline": folder.baseline,
-                    "changes": [change.as_json() for change in folder.changes],
-                    "kept": list(folder.kept),
-                }
-                for folder in self.folders
-            ],
-            "conflicts": self.conflicts,
-        }
 
 
 @dataclass
@@ -171,7 +142,7 @@ def update_ops(workspace: Workspace, ops: Iterable[str] = (), *, dry_run: bool =
     """
     names = workspace.require_ops(ops)
     folders = [_shared_folder(workspace), *(_op_folder(workspace, name) for name in names)]
-    bases = [_recorded_base(workspace, folder) for folder in folders]
+    bases = [_recorded_base(folder) for folder in folders]
     if shutil.which("git") is None:
         raise UpdateFailed(
             what="the workspace",
@@ -206,7 +177,7 @@ def update_ops(workspace: Workspace, ops: Iterable[str] = (), *, dry_run: bool =
             work = scratch / "work" / str(index) / folder.name
             missing = legacy[index][1] if index in legacy else {}
             changes, new_files, kept = _update_folder(folder, work, repos[base], old, snapshot, missing)
-            updates.append(FolderUpdate(folder.name, folder.shared, base, index in legacy, changes, kept))
+            updates.append(FolderUpdate(folder.name, folder.shared, index in legacy, changes, kept))
             sources |= {_inside(folder, relative): path for relative, path in new_files.items()}
         report = UpdateReport(workspace.path, snapshot, dry_run, tuple(updates))
         if not dry_run and report.changes:
@@ -263,7 +234,7 @@ def _inside(folder: _Folder, relative: str) -> str:
     return f"{folder.prefix}/{relative}" if folder.prefix else relative
 
 
-def _recorded_base(workspace: Workspace, folder: _Folder) -> str | None:
+def _recorded_base(folder: _Folder) -> str | None:
     """The snapshot ``folder`` was rendered from; None when it predates snapshots (no ``_commit``)."""
     if not folder.answers or "scope" not in folder.answers:
         raise NoTemplateHistory(
