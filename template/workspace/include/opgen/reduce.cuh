@@ -52,24 +52,49 @@ __device__ __forceinline__ T warp_allreduce_with(T value, Combine combine) {
   return value;
 }
 
-// All threads of the block get the result. `scratch` needs kBlockSize / 32 values of T in shared
-// memory; `identity` fills the lanes past the last warp. The trailing barrier lets the caller
-// reuse `scratch` at once, as block_allreduce.
+constexpr int ceil_power_of_two(int n) {
+  int power = 1;
+  while (power < n) power *= 2;
+  return power;
+}
+
+// Every thread of each group of kGroupThreads consecutive threads gets its group's result: lanes
+// of a warp (shuffles only), or whole warps, which meet once in shared memory. Groups of warps
+// tile the block, so all its threads must call it. `scratch` needs one T a warp of the block;
+// `identity` fills the shuffle lanes past a group's last warp (a block of 3 warps). The trailing
+// barrier lets the caller reuse `scratch` at once.
+template <int kGroupThreads, typename T, typename Combine>
+__device__ __forceinline__ T group_allreduce_with(T value, Combine combine, T identity,
+                                                  T* scratch) {
+  if constexpr (kGroupThreads <= kWarpSize) {
+    (void)identity;
+    (void)scratch;
+    return warp_allreduce_with<kGroupThreads>(value, combine);
+  } else {
+    static_assert(kGroupThreads % kWarpSize == 0 && kGroupThreads <= 1024,
+                  "a group of warps is a multiple of 32 threads, at most 1024");
+    constexpr int kWarps = kGroupThreads / kWarpSize;
+    constexpr int kWidth = ceil_power_of_two(kWarps);
+    const int lane = threadIdx.x % kWarpSize;
+    const int warp = threadIdx.x / kWarpSize;
+    value = warp_allreduce_with(value, combine);
+    if (lane == 0) scratch[warp] = value;
+    __syncthreads();
+    // Each kWidth lanes read the group's warps in the same order, so every lane (every warp of
+    // the group) gets the same bits.
+    const int part = lane % kWidth;
+    value = part < kWarps ? scratch[warp / kWarps * kWarps + part] : identity;
+    value = warp_allreduce_with<kWidth>(value, combine);
+    __syncthreads();
+    return value;
+  }
+}
+
+// All threads of the block get the result: group_allreduce_with over the whole block.
 template <int kBlockSize, typename T, typename Combine>
 __device__ __forceinline__ T block_allreduce_with(T value, Combine combine, T identity,
                                                   T* scratch) {
-  static_assert(kBlockSize % kWarpSize == 0 && kBlockSize <= 1024,
-                "kBlockSize must be a multiple of 32 and at most 1024");
-  constexpr int kWarps = kBlockSize / kWarpSize;
-  const int lane = threadIdx.x % kWarpSize;
-  const int warp = threadIdx.x / kWarpSize;
-  value = warp_allreduce_with(value, combine);
-  if (lane == 0) scratch[warp] = value;
-  __syncthreads();
-  value = lane < kWarps ? scratch[lane] : identity;
-  value = warp_allreduce_with(value, combine);
-  __syncthreads();
-  return value;
+  return group_allreduce_with<kBlockSize>(value, combine, identity, scratch);
 }
 
 // log2(e), for exp(x) as exp2(x * kLog2e): exp2 of a float is a single MUFU.EX2 instruction.
