@@ -58,6 +58,7 @@ _ARCH = re.compile(r"\d{1,2}\.\d[af]?(\+PTX)?")
 # names itself, so only their shape is checked here.
 _ARCH_NAME = re.compile(r"native|[A-Z][a-z]+(\+[A-Z][a-z]+)?")
 
+
 @dataclass(frozen=True)
 class OpOutcome:
     """One op's result: built, up-to-date or failed (with its first compiler error).
@@ -261,14 +262,49 @@ def build_env(
     return env, toolkit
 
 
-def resolve_settings(config: ModuleType | None, env: dict[str, str]) -> Any:
-    """The workspace's build settings under ``env``, or None when they cannot be worked out here."""
+@dataclass(frozen=True)
+class BuildSetup:
+    """What a build of the workspace runs with, worked out in one place for build, list and dev.
+
+    ``config`` is the workspace's _build_config.py (None: it has none, or it fails to load);
+    ``env`` the environment setup.py runs in, its TORCH_CUDA_ARCH_LIST the one ``settings``
+    resolved; ``toolkit`` the CUDA toolkit the kernels compile with (None: CPU kernels only);
+    ``settings`` the config's Settings under ``env``, None where they cannot be worked out here
+    (no config, or it raised: ``problem`` says what).
+    """
+
+    config: ModuleType | None
+    env: dict[str, str]
+    toolkit: CudaToolkit | None
+    settings: Any
+    problem: str = ""
+
+
+def build_setup(
+    workspace: Workspace,
+    ops: list[str],
+    *,
+    cpu_only: bool = False,
+    jobs: int | None = None,
+    arch: str | None = None,
+) -> BuildSetup:
+    """The configuration, environment, toolkit and settings a build of ``ops`` would use now.
+
+    InvalidArch or CudaToolkitNotFound as build_env raises them.
+    """
+    config = load_build_config(workspace)
+    env, toolkit = build_env(ops, cpu_only=cpu_only, jobs=jobs, arch=arch, config=config)
     if config is None:
-        return None
+        return BuildSetup(config, env, toolkit, None, f"no loadable {BUILD_CONFIG_FILE}")
     try:
-        return config.resolve(env)
-    except Exception:  # setup.py will meet the same problem and report it
-        return None
+        settings = config.resolve(env)
+    except Exception as error:  # the user's edited file, or an environment it refuses
+        return BuildSetup(config, env, toolkit, None, str(error) or type(error).__name__)
+    if settings.cuda_arch_list:
+        env["TORCH_CUDA_ARCH_LIST"] = settings.cuda_arch_list  # resolved once, here: setup.py gets the same
+    if not settings.with_cuda:
+        toolkit = None  # e.g. OPGEN_CUDA=0 in the environment: setup.py compiles no CUDA with it
+    return BuildSetup(config, env, toolkit, settings)
 
 
 def stale_ops(workspace: Workspace, ops: Iterable[str], config: ModuleType, settings: Any) -> list[str]:
@@ -462,14 +498,9 @@ def build_ops(
     """
     names = workspace.require_ops(ops)
     started = time.perf_counter()
-    config = load_build_config(workspace)
-    env, toolkit = build_env(names, cpu_only=cpu_only, jobs=jobs, arch=arch, config=config)
-    settings = resolve_settings(config, env)
-    architectures = None
-    if settings is not None:
-        architectures = settings.cuda_arch_list
-        if architectures:
-            env["TORCH_CUDA_ARCH_LIST"] = architectures  # resolved once, here: setup.py gets the same
+    setup = build_setup(workspace, names, cpu_only=cpu_only, jobs=jobs, arch=arch)
+    config, env, toolkit, settings = setup.config, setup.env, setup.toolkit, setup.settings
+    architectures = settings.cuda_arch_list if settings is not None else None
     notify = progress or (lambda event: None)
     to_build = names if config is None or settings is None else stale_ops(workspace, names, config, settings)
     fresh = [OpOutcome(op=op, status="up-to-date", seconds=0.0) for op in names if op not in to_build]

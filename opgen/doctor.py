@@ -222,20 +222,31 @@ def check_gpus(gpus: list[tuple[str, str]]) -> Check:
     return Check("GPUs", "ok", listed)
 
 
-def workspace_default_arch(workspace: Workspace) -> str:
-    """The workspace's DEFAULT_CUDA_ARCH (in its _build_config.py; else the template's)."""
-    build_config = load_build_config(workspace)
-    return str(getattr(build_config, "DEFAULT_CUDA_ARCH", TEMPLATE_DEFAULT_CUDA_ARCH))
-
-
 def cuda_arch_list(env: Mapping[str, str], gpus: list[tuple[str, str]], workspace: Workspace) -> tuple[str, str]:
-    """The architecture list builds use and where it comes from: the order setup.py applies."""
+    """The architecture list builds use and where it comes from.
+
+    The list is the workspace's own answer (its _build_config.py, which setup.py builds with);
+    only without a loadable one is the template's order applied here: TORCH_CUDA_ARCH_LIST, the
+    visible GPU's, the default.
+    """
     chosen = env.get("TORCH_CUDA_ARCH_LIST", "").strip()
     if chosen and chosen != "native":  # "native" is the visible GPU's, as below
-        return chosen, "TORCH_CUDA_ARCH_LIST"
+        source = "TORCH_CUDA_ARCH_LIST"
+    elif gpus:
+        source = "the visible GPU"
+    else:
+        source = "the workspace's DEFAULT_CUDA_ARCH (no GPU visible)"
+    build_config = load_build_config(workspace)
+    if build_config is not None:
+        try:
+            return str(build_config.cuda_arch_list(env)), source
+        except Exception:  # an edited file that fails here: the build reports it; say what the template would
+            pass
+    if source == "TORCH_CUDA_ARCH_LIST":
+        return ";".join(split_arch_list(chosen)), source
     if gpus:
-        return gpus[0][1], "the visible GPU"
-    return workspace_default_arch(workspace), "the workspace's DEFAULT_CUDA_ARCH (no GPU visible)"
+        return gpus[0][1], source
+    return str(getattr(build_config, "DEFAULT_CUDA_ARCH", TEMPLATE_DEFAULT_CUDA_ARCH)), source
 
 
 def _nvcc_arch(arch: str) -> str:

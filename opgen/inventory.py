@@ -16,7 +16,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from opgen.build import build_env, load_build_config, resolve_settings
+from opgen.build import build_setup
 from opgen.errors import OpgenError
 from opgen.recipes import FORMULA, KNOWN_RECIPES, SKELETONS
 from opgen.workspace import Workspace, read_answers
@@ -168,15 +168,13 @@ def build_rule(workspace: Workspace) -> BuildRule | None:
     None (no or a broken _build_config.py, settings that cannot be resolved) is also where the
     build rebuilds every op.
     """
-    config = load_build_config(workspace)
-    if config is None:
-        return None
     try:
-        env, _ = build_env([], cpu_only=False, jobs=1, config=config)
+        setup = build_setup(workspace, [], jobs=1)
     except OpgenError:  # e.g. a TORCH_CUDA_ARCH_LIST the build would refuse
         return None
-    settings = resolve_settings(config, env)
-    return None if settings is None else BuildRule(config=config, settings=settings)
+    if setup.config is None or setup.settings is None:
+        return None
+    return BuildRule(config=setup.config, settings=setup.settings)
 
 
 def changed_since_build(workspace: Workspace, op: str, library: Path, rule: BuildRule | None) -> tuple[str, ...]:

@@ -36,7 +36,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from opgen.build import BUILD_CONFIG_FILE, build_env, first_compiler_error, load_build_config, split_arch_list
+from opgen.build import BUILD_CONFIG_FILE, build_setup, first_compiler_error, split_arch_list
 from opgen.errors import BuildFailed, OpAlreadyLoaded, WorkspaceError
 from opgen.toolchain import CudaToolkit
 from opgen.workspace import Workspace
@@ -44,9 +44,6 @@ from opgen.workspace import Workspace
 # Every generated op registers in this TORCH_LIBRARY namespace (template/partials/csrc/schema.cpp.jinja).
 OP_NAMESPACE = "generated_ops"
 STAMP_FILE = "opgen-jit.json"
-# Environment variables that change what torch's JIT build compiles with (it reads the first two;
-# nvcc the others); a changed value rebuilds.
-COMPILER_VARIABLES = ("CXX", "PYTORCH_NVCC", "NVCC_PREPEND_FLAGS", "NVCC_APPEND_FLAGS", "NVCC_CCBIN")
 
 # What this process loaded through load_op: (workspace, op) -> (library, configuration).
 _loaded: dict[tuple[Path, str], tuple[Path, dict[str, Any]]] = {}
@@ -78,7 +75,7 @@ class _Plan:
     nvcc_flags: list[str]
     link_flags: list[str]
     toolkit: CudaToolkit | None
-    arch: str | None
+    settings: Any  # the workspace's _build_config.Settings, as `opgen build` resolves them
     env: dict[str, str]
 
     @property
@@ -87,25 +84,26 @@ class _Plan:
 
     @property
     def mode(self) -> str:
-        if self.toolkit is None:
-            return "CPU kernels only"
-        return f"CPU and CUDA kernels, CUDA architectures {self.arch}, toolkit {self.toolkit.home}"
+        return str(self.settings.describe())
 
     def configuration(self) -> dict[str, Any]:
-        """Everything besides the sources' contents that the library depends on."""
-        import torch
+        """Everything besides the sources' contents that the library depends on.
 
+        The build settings are those `opgen build` stamps its libraries with (torch, toolkit,
+        architectures, compiler variables), plus the Python version the library was built under.
+        Lists, not tuples: the stamp is compared after a JSON round trip.
+        """
         return {
             "sources": list(self.sources),
             "include_dirs": list(self.include_dirs),
             "cxx_flags": list(self.cxx_flags),
             "nvcc_flags": list(self.nvcc_flags) if self.with_cuda else [],
             "link_flags": list(self.link_flags),
-            "toolkit": str(self.toolkit.home) if self.toolkit else None,
-            "arch": self.arch,
-            "torch": torch.__version__,
+            "torch": self.settings.torch,
+            "toolkit": self.settings.cuda_home,
+            "arch": self.settings.cuda_arch_list,
+            "compiler_variables": list(self.settings.compiler_variables),
             "python": sys.version.split()[0],
-            "compiler_variables": {name: os.environ[name] for name in COMPILER_VARIABLES if name in os.environ},
         }
 
 
@@ -171,7 +169,7 @@ def jit_load(
         library, status = cached, "reused"
     else:
         if announce is not None:
-            announce(f"building {name} ({plan.mode}) in {plan.folder}")
+            announce(f"building {name} in {plan.folder}: {plan.mode}")
         library, status = _compile_and_load(plan, configuration, verbose=verbose), "built"
     _loaded[(ws.path, name)] = (library, configuration)
     module = _import_op_module(ws, name)
@@ -184,11 +182,7 @@ def _workspace_setup(ws: Workspace) -> ModuleType:
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    missing = [
-        attr
-        for attr in ("op_sources", "CXX_FLAGS", "NVCC_FLAGS", "LINK_FLAGS")
-        if not hasattr(module, attr)
-    ]
+    missing = [attr for attr in ("op_sources", "CXX_FLAGS", "NVCC_FLAGS", "LINK_FLAGS") if not hasattr(module, attr)]
     if missing:
         raise WorkspaceError(
             path=str(ws.path),
@@ -201,23 +195,27 @@ def _workspace_setup(ws: Workspace) -> ModuleType:
 def _plan(ws: Workspace, op: str, *, cpu_only: bool, jobs: int | None, arch: str | None = None) -> _Plan:
     import torch
 
-    env, toolkit = build_env([op], cpu_only=cpu_only, jobs=jobs, arch=arch)
-    setup = _workspace_setup(ws)
-    # setup.py has already loaded the workspace's _build_config.py; older ones did not keep it.
-    build_config = getattr(setup, "build_config", None) or load_build_config(ws)
-    if build_config is None:
+    build = build_setup(ws, [op], cpu_only=cpu_only, jobs=jobs, arch=arch)
+    if build.config is None:
         raise WorkspaceError(
             path=str(ws.path),
             reason=f"it has no loadable {BUILD_CONFIG_FILE}, which `opgen dev` builds with",
             hint="copy it from a freshly rendered workspace (`opgen new <op> -w /tmp/fresh_ops`), or run `opgen update`",
         )
-    architectures = build_config.cuda_arch_list(env) if toolkit is not None else None
+    if build.settings is None:
+        raise WorkspaceError(
+            path=str(ws.path),
+            reason=f"its {BUILD_CONFIG_FILE} cannot work out the build settings: {build.problem}",
+            hint="fix what it names, or compare the file with a freshly rendered workspace's (`opgen new <op> -w /tmp/fresh_ops`)",
+        )
+    setup = _workspace_setup(ws)
+    toolkit, settings = build.toolkit, build.settings
     python = f"py{sys.version_info.major}{sys.version_info.minor}"
     if toolkit is None:
         configuration = f"torch{torch.__version__}-{python}-cpu"
     else:
         # "9.0;9.0a" -> sm90-sm90a; "9.0+PTX" -> sm90_PTX (see the sanitizing below).
-        targets = "-".join(f"sm{a.replace('.', '')}" for a in split_arch_list(architectures or ""))
+        targets = "-".join(f"sm{a.replace('.', '')}" for a in split_arch_list(settings.cuda_arch_list or ""))
         configuration = f"torch{torch.__version__}-{python}-cuda{toolkit.version or ''}-{targets}"
     return _Plan(
         op=op,
@@ -230,8 +228,8 @@ def _plan(ws: Workspace, op: str, *, cpu_only: bool, jobs: int | None, arch: str
         nvcc_flags=list(setup.NVCC_FLAGS),
         link_flags=list(setup.LINK_FLAGS),
         toolkit=toolkit,
-        arch=architectures,
-        env={**env, **({"TORCH_CUDA_ARCH_LIST": architectures} if architectures else {})},
+        settings=settings,
+        env=build.env,
     )
 
 

@@ -16,13 +16,13 @@ import os
 import shutil
 import tempfile
 import warnings
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from opgen import __version__
-from opgen.errors import InvalidFormula, OpExists, RenderError, TemplateNotFound, WorkspaceError
+from opgen.errors import InvalidFormula, OpExists, OpgenError, RenderError, TemplateNotFound, WorkspaceError
 from opgen.names import validate_op_name
 from opgen.recipes import FORMULA, Kind, recipe_for
 from opgen.workspace import Workspace
@@ -115,22 +115,38 @@ def _staging_dir(parent: Path, label: str) -> Iterator[Path]:
         shutil.rmtree(staging, ignore_errors=True)
 
 
-def _run_copier(template: Path, destination: Path, data: dict[str, Any], what: str, snapshot: str) -> None:
+def run_copier(
+    command: Literal["run_copy", "run_update"],
+    *args: str,
+    failure: Callable[[str], OpgenError],
+    **options: Any,
+) -> None:
+    """Run copier's ``command`` (``run_copy`` or ``run_update``) without questions or output.
+
+    opgen gives every answer in ``data`` and renders into scratch folders only, so copier takes
+    the defaults and overwrites without asking. Whatever copier raises becomes
+    ``failure(reason)``: the caller's error for what it was rendering or updating.
+    """
     import copier  # here, not at the top: it takes a third of a second, which `opgen build` need not pay
 
     try:
         with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # copier's notes on template versions mean nothing here
-            copier.run_copy(
-                str(template),
-                str(destination),
-                data={**data, "opgen_version": __version__, "opgen_snapshot": snapshot},
-                defaults=True,
-                overwrite=True,
-                quiet=True,
-            )
-    except Exception as error:  # copier raises many types; each means the render failed
-        raise RenderError(what=what, reason=f"{type(error).__name__}: {error}") from error
+            warnings.simplefilter("ignore")  # copier's notes on template versions and dirty templates mean nothing here
+            getattr(copier, command)(*args, defaults=True, overwrite=True, quiet=True, **options)
+    except OpgenError:
+        raise  # opgen's own, already saying what failed
+    except Exception as error:  # copier raises many types; each means this render failed
+        raise failure(f"{type(error).__name__}: {error}") from error
+
+
+def _run_copier(template: Path, destination: Path, data: dict[str, Any], what: str, snapshot: str) -> None:
+    run_copier(
+        "run_copy",
+        str(template),
+        str(destination),
+        data={**data, "opgen_version": __version__, "opgen_snapshot": snapshot},
+        failure=lambda reason: RenderError(what=what, reason=reason),
+    )
 
 
 def render_workspace(workspace: Workspace) -> None:

@@ -29,7 +29,6 @@ import re
 import shutil
 import subprocess
 import tempfile
-import warnings
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -40,7 +39,7 @@ import yaml
 
 from opgen import __version__
 from opgen.errors import NoTemplateHistory, UpdateFailed
-from opgen.render import SNAPSHOTS, copy_template, snapshot_dir, store_snapshot
+from opgen.render import SNAPSHOTS, copy_template, run_copier, snapshot_dir, store_snapshot
 from opgen.workspace import ANSWERS_FILE, Workspace, read_answers
 
 CONFLICT_START = b"<<<<<<< before updating"  # copier's label for the user's side of a conflict
@@ -118,6 +117,10 @@ class _Folder:
     @property
     def what(self) -> str:
         return "the workspace's shared files" if self.shared else f"op '{self.name}'"
+
+    def failure(self, reason: str) -> UpdateFailed:
+        """The error for a copier run on this folder that failed for ``reason``."""
+        return UpdateFailed(what=self.what, reason=reason)
 
     def files(self) -> dict[str, Path]:
         """Its files (build products, caches and other folders left out), by posix relative path."""
@@ -356,12 +359,10 @@ def _legacy_baseline(folder: _Folder, scratch: Path, snapshot: str) -> tuple[lis
 
 def _render(folder: _Folder, template: Path, destination: Path, snapshot: str) -> dict[str, Path]:
     """``folder`` rendered afresh from ``template`` with its recorded answers: its files by relative path."""
-    import copier  # imported when used: it costs every other command a third of a second
-
     answers = {key: value for key, value in folder.answers.items() if not str(key).startswith("_")}
-    _copier(
-        folder, copier.run_copy, str(template), str(destination),
-        data={**answers, "opgen_snapshot": snapshot}, defaults=True, overwrite=True, quiet=True,
+    run_copier(
+        "run_copy", str(template), str(destination),
+        data={**answers, "opgen_snapshot": snapshot}, failure=folder.failure,
     )  # fmt: skip
     return _Folder(folder.name, destination, "", _is_product).files()
 
@@ -374,8 +375,6 @@ def _update_folder(
     Returns its changes, the changed files, and the files kept although the new template no
     longer renders them: copier deletes those even when edited, opgen keeps the edited ones.
     """
-    import copier
-
     before = folder.files()
     work.mkdir(parents=True)
     for relative, path in {**before, **missing}.items():
@@ -385,10 +384,10 @@ def _update_folder(
     (work / ANSWERS_FILE).write_text(yaml.safe_dump(answers, sort_keys=False))
     _git("init", "--quiet", cwd=work)
     _commit_all(work, "the folder before the update")
-    _copier(
-        folder, copier.run_update, str(work),
+    run_copier(
+        "run_update", str(work),
         data={"opgen_version": __version__, "opgen_snapshot": snapshot},
-        defaults=True, overwrite=True, quiet=True, conflict="inline", vcs_ref="2",
+        conflict="inline", vcs_ref="2", failure=folder.failure,
     )  # fmt: skip
     after = _Folder(folder.name, work, "", lambda path: path.name == ".git" or _is_product(path)).files()
     kept = []
@@ -412,17 +411,6 @@ def _update_folder(
         if new is not None:
             changed[relative] = after[relative]
     return tuple(changes), changed, tuple(kept)
-
-
-def _copier(folder: _Folder, run: Callable[..., Any], *args: Any, **kwargs: Any) -> None:
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # copier's notes on template versions and dirty templates
-            run(*args, **kwargs)
-    except UpdateFailed:
-        raise
-    except Exception as error:  # copier raises many types; each means this update failed
-        raise UpdateFailed(what=folder.what, reason=f"{type(error).__name__}: {error}") from error
 
 
 def _conflicts(content: bytes) -> int:

@@ -120,6 +120,16 @@ def test_architecture_list_order(tmp_path: Path) -> None:
     assert cuda_arch_list({}, [], workspace) == ("8.6", "the workspace's DEFAULT_CUDA_ARCH (no GPU visible)")
 
 
+def test_architecture_list_is_the_workspace_build_configs_answer(tmp_path: Path) -> None:
+    workspace = Workspace.locate(tmp_path / "generated_ops")
+    new_op("relu", workspace=workspace)
+    env = {"TORCH_CUDA_ARCH_LIST": "8.0, 9.0"}
+    assert cuda_arch_list(env, [], workspace) == ("8.0;9.0", "TORCH_CUDA_ARCH_LIST")  # as setup.py passes it on
+    config = workspace.path / "_build_config.py"
+    config.write_text(config.read_text() + '\n\ndef cuda_arch_list(environ):\n    return "8.9;12.0"\n')
+    assert cuda_arch_list(env, [], workspace)[0] == "8.9;12.0"
+
+
 def test_architecture_the_toolkit_cannot_compile_fails(tmp_path: Path) -> None:
     home = fake_toolkit(tmp_path / "cuda", "13.0")
     toolkit = CudaToolkit(home, "13.0")

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from opgen.build import build_env, load_build_config, resolve_settings, stale_ops
+from opgen.build import build_setup, stale_ops
 from opgen.cli import app
 from opgen.inventory import (
     SETTINGS_CHANGED,
@@ -128,11 +128,10 @@ def test_list_names_sources_newer_than_the_library(ws: Workspace) -> None:
 
 def stale_by_build(workspace: Workspace) -> set[str]:
     """The ops `opgen build` would hand to setup.py now (build_ops's own decision, without running it)."""
-    config = load_build_config(workspace)
-    assert config is not None
     names = workspace.ops()
-    env, _ = build_env(names, cpu_only=False, jobs=1, config=config)
-    return set(stale_ops(workspace, names, config, resolve_settings(config, env)))
+    setup = build_setup(workspace, names, jobs=1)
+    assert setup.config is not None and setup.settings is not None, setup.problem
+    return set(stale_ops(workspace, names, setup.config, setup.settings))
 
 
 def test_list_and_build_agree_on_what_changed(ws: Workspace, monkeypatch: pytest.MonkeyPatch) -> None:
