@@ -328,12 +328,9 @@ def test_only_stale_ops_go_to_setup_py_and_a_failure_is_reported(
 
 
 @pytest.mark.slow
-def test_real_build_is_incremental_and_skips_setup_when_nothing_changed(tmp_path: Path) -> None:
-    """One op, CPU only: a cold build, a no-change build, one touched file, then a broken op beside it."""
-    root = tmp_path / "project"
-    root.mkdir()
-    workspace = Workspace.locate(root / "generated_ops")
-    new_op("relu", workspace=workspace)
+def test_real_build_is_incremental_and_skips_setup_when_nothing_changed(relu_workspace: Workspace) -> None:
+    """One op, CPU only: a cold build, a no-change build, then one touched file."""
+    workspace = relu_workspace
     cold = build_ops(workspace, cpu_only=True, jobs=2)
     assert [(o.status, sorted(o.compiled)) for o in cold.outcomes] == [("built", ["relu.cpp", "relu_cpu.cpp"])]
 
@@ -342,26 +339,33 @@ def test_real_build_is_incremental_and_skips_setup_when_nothing_changed(tmp_path
 
     (workspace.op_dir("relu") / "csrc" / "relu_cpu.cpp").touch()  # now: the rebuilt library is newer
     command = [sys.executable, "-m", "opgen", "build", "--cpu-only", "-j", "2", "-w", str(workspace.path)]
-    result = subprocess.run(command, capture_output=True, text=True, cwd=root)
+    result = subprocess.run(command, capture_output=True, text=True, cwd=workspace.path.parent)
     assert result.returncode == 0, result.stdout + result.stderr
     # Plain progress lines (stdout is no terminal): only the touched file was recompiled.
     assert "relu: compiled relu_cpu.cpp (1/1)\nrelu: linking\nrelu: built in " in result.stdout
 
-    # An op that fails to compile, sorted before one whose library must be copied into its folder
-    # (built, then deleted there): that op still lands in place.
-    new_op("broken", workspace=workspace)
-    (workspace.op_dir("relu") / "_C.abi3.so").unlink()
-    broken_source = workspace.op_dir("broken") / "csrc" / "broken_cpu.cpp"
-    broken_source.write_text(broken_source.read_text() + "\nnot C++\n")
-    with pytest.raises(BuildFailed) as caught:
-        build_ops(workspace, cpu_only=True, jobs=2)
-    outcomes = [(o.op, o.status) for o in caught.value.report.outcomes]
-    assert outcomes == [("broken", "failed"), ("relu", "up-to-date")]
-    assert caught.value.report.failed[0].first_error.startswith("broken/csrc/broken_cpu.cpp:")
-    probe = (
-        "import warnings, torch\nwarnings.simplefilter('ignore')\nimport generated_ops as g\n"
-        "x = torch.tensor([-1.0, 2.0])\nassert g.relu(x).tolist() == [0.0, 2.0]\n"
-        "assert g.unbuilt_ops == ['broken'], g.unbuilt_ops\n"
-    )
-    probed = subprocess.run([sys.executable, "-c", probe], cwd=root, capture_output=True, text=True)
-    assert probed.returncode == 0, probed.stderr
+
+def test_build_setup_resolves_the_settings_build_list_and_dev_share(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from opgen.toolchain import CudaToolkit
+
+    workspace = Workspace.locate(tmp_path / "generated_ops")
+    new_op("relu", workspace=workspace)
+    home = tmp_path / "cuda"
+    (home / "lib64").mkdir(parents=True)
+    (home / "lib64" / "libcudart.so").write_bytes(b"")  # what the workspace's settings check for
+    monkeypatch.setattr(build, "find_cuda_toolkit", lambda env: CudaToolkit(home, "13.0"))
+    monkeypatch.setenv("TORCH_CUDA_ARCH_LIST", "8.0 9.0")
+    monkeypatch.delenv("OPGEN_CUDA", raising=False)
+    setup = build.build_setup(workspace, ["relu"], jobs=1)
+    assert setup.settings is not None and setup.toolkit is not None, setup.problem
+    assert setup.settings.cuda_arch_list == setup.env["TORCH_CUDA_ARCH_LIST"] == "8.0;9.0"  # setup.py gets the same
+    assert setup.settings.cuda_home == setup.env["CUDA_HOME"] == str(home)
+    # OPGEN_CUDA=0 makes setup.py compile CPU kernels only: the setup names no toolkit either.
+    monkeypatch.setenv("OPGEN_CUDA", "0")
+    cpu = build.build_setup(workspace, ["relu"], jobs=1)
+    assert cpu.toolkit is None and cpu.settings is not None and not cpu.settings.with_cuda
+    (workspace.path / "_build_config.py").write_text("def resolve(environ):\n    raise ValueError('edited wrongly')\n")
+    broken = build.build_setup(workspace, ["relu"], jobs=1)
+    assert broken.config is not None and broken.settings is None and broken.problem == "edited wrongly"

@@ -62,17 +62,20 @@ def test_workspace_from_environment(ws: Path, monkeypatch: pytest.MonkeyPatch) -
     assert (ws / "gelu" / "csrc" / "gelu_cuda.cu").is_file()
 
 
-@pytest.mark.parametrize("command", ["build", "test"])
+@pytest.mark.parametrize("command", ["build", "test", "dev"])
 def test_unknown_op_lists_the_known_ones(ws: Path, command: str) -> None:
     run("new", "relu", "--workspace", str(ws))
     result = run(command, "nope", "--workspace", str(ws))
     assert result.exit_code == 2
-    assert "no op named 'nope'" in result.stderr and "known ops: relu" in result.stderr
+    assert result.stderr.splitlines()[0] == "error: no op named 'nope' in the workspace"
+    assert "known ops: relu" in result.stderr
+    assert not (ws / "build").exists()  # refused before anything was built
 
 
-def test_build_without_a_workspace_says_how_to_make_one(ws: Path) -> None:
-    result = run("build", "--workspace", str(ws))
-    assert result.exit_code == 2 and "opgen new" in result.stderr
+@pytest.mark.parametrize("command", [["build"], ["dev", "relu"]])
+def test_build_without_a_workspace_says_how_to_make_one(ws: Path, command: list[str]) -> None:
+    result = run(*command, "--workspace", str(ws))
+    assert result.exit_code == 2 and "no opgen workspace here" in result.stderr and "opgen new" in result.stderr
 
 
 def test_test_of_an_unbuilt_op_says_to_build_it(ws: Path) -> None:

@@ -98,14 +98,20 @@ def test_a_broken_op_fails_alone_with_its_first_error(built: tuple[Path, subproc
     assert opgen("new", "broken", cwd=root).returncode == 0
     source = root / "generated_ops" / "broken" / "csrc" / "broken_cpu.cpp"
     source.write_text(source.read_text().replace("CHECK_FLOATING(x);", "CHECK_FLOATING(x)  // missing semicolon", 1))
+    # my_op's library deleted from its folder (its build is intact): it must be put back even
+    # though the op sorted before it fails.
+    for library in (root / "generated_ops" / "my_op").glob("_C*.so"):
+        library.unlink()
     try:
         result = opgen("build", "broken", "my_op", cwd=root)
         assert result.returncode == 1
-        assert "broken_cpu.cpp" in result.stderr and "error" in result.stderr  # the first error, named
+        # The first error, named by its path in the workspace.
+        assert "broken/csrc/broken_cpu.cpp:" in result.stderr and "error" in result.stderr, result.stderr
         summary = result.stdout
         assert "broken" in summary and "failed" in summary
         assert "my_op" in summary and "up-to-date" in summary  # the other op is untouched and ready
-        check = "import generated_ops as g; assert 'my_op' in g.built_ops and 'broken' in g.unbuilt_ops"
+        assert list((root / "generated_ops" / "my_op").glob("_C*.so"))
+        check = "import generated_ops as g; assert 'my_op' in g.built_ops and g.unbuilt_ops == ['broken']"
         assert subprocess.run([sys.executable, "-W", "ignore", "-c", check], cwd=root).returncode == 0
     finally:
         shutil.rmtree(root / "generated_ops" / "broken")

@@ -172,7 +172,7 @@ def test_generated_nan_and_inf_test_fails_every_wrong_output(workspace: Workspac
         )
     result = subprocess.run(
         [sys.executable, "-m", "pytest", str(packages), "-k", "nan_and_infinities and cpu", "-rA", "-q",
-         "-p", "no:cacheprovider", "-W", "ignore::pytest.PytestUnknownMarkWarning", "--rootdir", str(tmp_path)],
+         "-p", "no:cacheprovider", "-c", str(workspace.path / "pytest.ini"), "--rootdir", str(tmp_path)],
         cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(tmp_path)}, capture_output=True, text=True,
     )  # fmt: skip
     outcomes: dict[str, set[str]] = {}
