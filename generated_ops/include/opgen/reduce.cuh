@@ -20,6 +20,15 @@ struct SumOp {
   }
 };
 
+// fmax: a NaN loses to any number, so a row's max ignores its NaNs; a caller that must report
+// them sees them elsewhere (softmax's sum of exps does).
+struct MaxOp {
+  template <typename T>
+  __device__ __forceinline__ T operator()(T a, T b) const {
+    return fmax(a, b);
+  }
+};
+
 // The reductions take any reduction state (a float, a double, a (max, sum) pair) and a functor
 // `combine(a, b)`.
 
