@@ -1,7 +1,7 @@
 """Timing and reporting shared by the ops' generated benchmarks.
 
 A benchmark file declares its shapes and calls :func:`run_benchmark`; everything else lives here:
-fresh non-zero inputs, warm-up, CUDA-event timing with the median of many repetitions, the
+fresh non-zero inputs, warm-up, CUDA-event timing with the median of many samples, the
 bytes-moved model, and, side by side in the same run, the op, PyTorch eager, torch.compile of
 the reference, and a device copy of the same bytes (the practical bandwidth ceiling).
 """
@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import json
+import math
 import platform
 import statistics
 import time
@@ -23,6 +24,14 @@ import torch
 # A few L2s' worth (an H200 has 60 MB): flushing before each timed call means every input is
 # read from device memory, as in a real model where activations do not stay in cache.
 L2_FLUSH_BYTES = 256 * 2**20
+
+# CUDA events tick about every half microsecond, so a call of a few microseconds reads as one of
+# two or three values, and the median of such readings jumps between them: 5 µs calls on an
+# H200 gave medians 10% apart from one run to the next. A sample is therefore the mean of enough
+# consecutive calls to span SAMPLE_SPAN_MS (at most MAX_CALLS_PER_SAMPLE), which averages the
+# tick away; a call of SAMPLE_SPAN_MS or more is a sample on its own.
+SAMPLE_SPAN_MS = 0.1
+MAX_CALLS_PER_SAMPLE = 20
 
 
 @dataclass(frozen=True)
@@ -75,7 +84,11 @@ def environment(device: str) -> dict[str, Any]:
         "python": platform.python_version(),
         "device": device,
         "bytes_model": "each input read once, each output written once",
-        "timing": "median of repetitions after warm-up; CUDA events on GPU, perf_counter on CPU",
+        "timing": (
+            "median of samples after warm-up; CUDA events on GPU (L2 flushed before each call; a"
+            f" sample averages consecutive calls spanning {SAMPLE_SPAN_MS} ms, at most"
+            f" {MAX_CALLS_PER_SAMPLE}), perf_counter on CPU (a sample is one call)"
+        ),
     }
     if device == "cuda":
         info["gpu"] = torch.cuda.get_device_name()
@@ -85,28 +98,52 @@ def environment(device: str) -> dict[str, Any]:
     return info
 
 
+def calls_per_sample(call_ms: float) -> int:
+    """Consecutive calls averaged into one sample, for calls taking about ``call_ms``."""
+    if call_ms <= 0:
+        return MAX_CALLS_PER_SAMPLE
+    return max(1, min(MAX_CALLS_PER_SAMPLE, math.ceil(SAMPLE_SPAN_MS / call_ms)))
+
+
+def median_of_sample_means(call_times: Sequence[float], calls: int) -> float:
+    """The median over samples of ``calls`` consecutive call times each, of their means."""
+    samples = [statistics.fmean(call_times[i : i + calls]) for i in range(0, len(call_times) - calls + 1, calls)]
+    return statistics.median(samples)
+
+
+def _event_times_ms(fn: Callable[[], object], calls: int, flush: torch.Tensor) -> list[float]:
+    """Milliseconds of each of ``calls`` calls of ``fn()``, by CUDA events, L2 flushed before each."""
+    starts = [torch.cuda.Event(enable_timing=True) for _ in range(calls)]
+    ends = [torch.cuda.Event(enable_timing=True) for _ in range(calls)]
+    torch.cuda.synchronize()
+    for start, end in zip(starts, ends, strict=True):
+        flush.zero_()
+        start.record()
+        fn()
+        end.record()
+    torch.cuda.synchronize()
+    return [start.elapsed_time(end) for start, end in zip(starts, ends, strict=True)]
+
+
 def time_ms(fn: Callable[[], object], device: str, *, warmup: int = 10, repetitions: int = 50) -> float:
-    """Median milliseconds of ``fn()`` after ``warmup`` calls, L2 flushed before each call."""
+    """Median milliseconds of ``fn()`` over ``repetitions`` samples, after ``warmup`` calls.
+
+    On a GPU the L2 is flushed before each call, and a sample of a short call is the mean of
+    several (see SAMPLE_SPAN_MS); the warm-up calls are timed to tell how many.
+    """
+    if device == "cuda":
+        flush = torch.empty(L2_FLUSH_BYTES, dtype=torch.uint8, device=device)
+        fn()  # the first call may compile or allocate: not part of the estimate
+        warm = _event_times_ms(fn, max(1, warmup - 1), flush)
+        calls = calls_per_sample(statistics.median(warm))
+        return median_of_sample_means(_event_times_ms(fn, repetitions * calls, flush), calls)
     for _ in range(warmup):
         fn()
     times: list[float] = []
-    if device == "cuda":
-        flush = torch.empty(L2_FLUSH_BYTES, dtype=torch.uint8, device=device)
-        starts = [torch.cuda.Event(enable_timing=True) for _ in range(repetitions)]
-        ends = [torch.cuda.Event(enable_timing=True) for _ in range(repetitions)]
-        torch.cuda.synchronize()
-        for start, end in zip(starts, ends, strict=True):
-            flush.zero_()
-            start.record()
-            fn()
-            end.record()
-        torch.cuda.synchronize()
-        times = [start.elapsed_time(end) for start, end in zip(starts, ends, strict=True)]
-    else:
-        for _ in range(repetitions):
-            began = time.perf_counter()
-            fn()
-            times.append((time.perf_counter() - began) * 1e3)
+    for _ in range(repetitions):
+        began = time.perf_counter()
+        fn()
+        times.append((time.perf_counter() - began) * 1e3)
     return statistics.median(times)
 
 
