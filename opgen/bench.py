@@ -33,6 +33,10 @@ L2_FLUSH_BYTES = 256 * 2**20
 SAMPLE_SPAN_MS = 0.1
 MAX_CALLS_PER_SAMPLE = 20
 
+# Contenders take turns, a few samples each per round, so that a drift of clocks or temperature
+# during a run weighs on all of them alike rather than on whichever was timed first.
+ROUNDS = 5
+
 
 @dataclass(frozen=True)
 class Workload:
@@ -85,9 +89,10 @@ def environment(device: str) -> dict[str, Any]:
         "device": device,
         "bytes_model": "each input read once, each output written once",
         "timing": (
-            "median of samples after warm-up; CUDA events on GPU (L2 flushed before each call; a"
-            f" sample averages consecutive calls spanning {SAMPLE_SPAN_MS} ms, at most"
-            f" {MAX_CALLS_PER_SAMPLE}), perf_counter on CPU (a sample is one call)"
+            f"median of samples after warm-up, the contenders taking turns over {ROUNDS} rounds; CUDA"
+            " events on GPU (L2 flushed before each call; a sample averages consecutive calls spanning"
+            f" {SAMPLE_SPAN_MS} ms, at most {MAX_CALLS_PER_SAMPLE}), perf_counter on CPU (a sample is"
+            " one call)"
         ),
     }
     if device == "cuda":
@@ -125,26 +130,40 @@ def _event_times_ms(fn: Callable[[], object], calls: int, flush: torch.Tensor) -
     return [start.elapsed_time(end) for start, end in zip(starts, ends, strict=True)]
 
 
-def time_ms(fn: Callable[[], object], device: str, *, warmup: int = 10, repetitions: int = 50) -> float:
-    """Median milliseconds of ``fn()`` over ``repetitions`` samples, after ``warmup`` calls.
-
-    On a GPU the L2 is flushed before each call, and a sample of a short call is the mean of
-    several (see SAMPLE_SPAN_MS); the warm-up calls are timed to tell how many.
-    """
-    if device == "cuda":
-        flush = torch.empty(L2_FLUSH_BYTES, dtype=torch.uint8, device=device)
-        fn()  # the first call may compile or allocate: not part of the estimate
-        warm = _event_times_ms(fn, max(1, warmup - 1), flush)
-        calls = calls_per_sample(statistics.median(warm))
-        return median_of_sample_means(_event_times_ms(fn, repetitions * calls, flush), calls)
-    for _ in range(warmup):
-        fn()
-    times: list[float] = []
-    for _ in range(repetitions):
+def _clock_times_ms(fn: Callable[[], object], calls: int) -> list[float]:
+    """Milliseconds of each of ``calls`` calls of ``fn()``, by the CPU's clock."""
+    times = []
+    for _ in range(calls):
         began = time.perf_counter()
         fn()
         times.append((time.perf_counter() - began) * 1e3)
-    return statistics.median(times)
+    return times
+
+
+def time_side_by_side(
+    contenders: dict[str, Callable[[], object]], device: str, *, warmup: int = 10, repetitions: int = 50
+) -> dict[str, float]:
+    """Median milliseconds of each contender's call over ``repetitions`` samples, after warm-up.
+
+    The contenders take turns (ROUNDS). On a GPU the L2 is flushed before each call, and a
+    sample of a short call is the mean of several (see SAMPLE_SPAN_MS); timed warm-up calls
+    tell how many. On a CPU a sample is one call.
+    """
+    measure: Callable[[Callable[[], object], int], list[float]] = _clock_times_ms
+    if device == "cuda":
+        flush = torch.empty(L2_FLUSH_BYTES, dtype=torch.uint8, device=device)
+        measure = functools.partial(_event_times_ms, flush=flush)
+    calls: dict[str, int] = {}
+    for name, fn in contenders.items():
+        fn()  # the first call may compile or allocate: not part of the estimate
+        warm = measure(fn, max(1, warmup - 1))
+        calls[name] = calls_per_sample(statistics.median(warm)) if device == "cuda" else 1
+    times: dict[str, list[float]] = {name: [] for name in contenders}
+    samples_per_round = math.ceil(repetitions / ROUNDS)
+    for _ in range(ROUNDS):
+        for name, fn in contenders.items():
+            times[name] += measure(fn, samples_per_round * calls[name])
+    return {name: median_of_sample_means(times[name], calls[name]) for name in contenders}
 
 
 def _copy_contender(inputs: tuple[torch.Tensor, ...], bytes_moved: int) -> Callable[[], object]:
@@ -188,8 +207,8 @@ def run_benchmark(
             if device == "cuda":
                 contenders["copy"] = _copy_contender(inputs, workload.bytes_moved)
             rows = {}
-            for name, fn in contenders.items():
-                median = time_ms(fn, device, repetitions=repetitions)
+            medians = time_side_by_side(contenders, device, repetitions=repetitions)
+            for name, median in medians.items():
                 rows[name] = Measurement(
                     op=op, direction=direction, contender=name, workload=workload.label,
                     dtype=str(dtype).removeprefix("torch."), device=device, numel=workload.numel,

@@ -5,10 +5,18 @@ from __future__ import annotations
 import math
 import random
 import statistics
+import time
 
 import pytest
 
-from opgen.bench import MAX_CALLS_PER_SAMPLE, SAMPLE_SPAN_MS, calls_per_sample, median_of_sample_means
+from opgen.bench import (
+    MAX_CALLS_PER_SAMPLE,
+    ROUNDS,
+    SAMPLE_SPAN_MS,
+    calls_per_sample,
+    median_of_sample_means,
+    time_side_by_side,
+)
 
 
 @pytest.mark.parametrize(
@@ -43,3 +51,22 @@ def test_sample_means_recover_a_call_shorter_than_the_clock_resolves() -> None:
 def test_median_of_sample_means_groups_consecutive_calls_and_drops_a_partial_last_sample() -> None:
     assert median_of_sample_means([1.0, 3.0, 2.0, 2.0, 10.0, 12.0, 100.0], 2) == 2.0
     assert median_of_sample_means([4.0, 1.0, 9.0], 1) == 4.0
+
+
+def test_contenders_take_turns_and_the_slower_one_reads_slower() -> None:
+    calls: list[str] = []
+
+    def contender(name: str, seconds: float):
+        def call() -> None:
+            calls.append(name)
+            time.sleep(seconds)
+
+        return call
+
+    medians = time_side_by_side(
+        {"fast": contender("fast", 0.0), "slow": contender("slow", 0.002)}, "cpu", warmup=3, repetitions=10
+    )
+    assert medians["slow"] > 1.5 > medians["fast"]
+    warm_up = ["fast"] * 3 + ["slow"] * 3  # one untimed call and two timed, each
+    per_round = 10 // ROUNDS
+    assert calls == warm_up + (["fast"] * per_round + ["slow"] * per_round) * ROUNDS
