@@ -102,16 +102,14 @@ def opgen_cuda_toolkit() -> str | None:
     return None if toolkit is None else str(toolkit.home)
 
 
-def cuda_toolkit() -> str | None:
-    """The CUDA toolkit to compile with, or None for a CPU-only build."""
-    environ = dict(os.environ)
+def ask_opgen_for_the_toolkit() -> None:
+    """Set CUDA_HOME to the toolkit opgen finds when nothing names one (a build by pip)."""
+    environ = os.environ
     if environ.get("OPGEN_CUDA") != "0" and not (environ.get("CUDA_HOME") or environ.get("CUDA_PATH")):
-        # `opgen build` always sets CUDA_HOME (or OPGEN_CUDA=0); a build by pip asks opgen where it is.
-        environ["CUDA_HOME"] = opgen_cuda_toolkit() or ""
-    try:
-        return build_config.cuda_home(environ, build_config.torch_build()[1])
-    except build_config.BuildConfigError as error:
-        sys.exit(f"setup.py: {error}")
+        # `opgen build` always sets CUDA_HOME (or OPGEN_CUDA=0).
+        toolkit = opgen_cuda_toolkit()
+        if toolkit is not None:
+            environ["CUDA_HOME"] = toolkit
 
 
 def op_of(extension_name: str) -> str:
@@ -215,11 +213,15 @@ def main() -> None:
     os.chdir(WORKSPACE)
     require_torch()
     ops = discover_ops()
-    toolkit = cuda_toolkit()
-    if toolkit is not None:
-        os.environ.setdefault("CUDA_HOME", toolkit)
-        os.environ["TORCH_CUDA_ARCH_LIST"] = build_config.cuda_arch_list(os.environ)
-    settings = build_config.resolve(os.environ)
+    ask_opgen_for_the_toolkit()
+    try:
+        settings = build_config.resolve(os.environ)
+    except build_config.BuildConfigError as error:
+        sys.exit(f"setup.py: {error}")
+    if settings.cuda_home is not None:
+        # torch's cpp_extension reads these two; CUDA_PATH alone would not do for it.
+        os.environ.setdefault("CUDA_HOME", settings.cuda_home)
+        os.environ["TORCH_CUDA_ARCH_LIST"] = settings.cuda_arch_list
     print(f"opgen-build: {settings.describe()}; ops: {', '.join(ops) or 'none'}", flush=True)
     setup(
         name=PACKAGE,

@@ -12,6 +12,7 @@
 
 #include <ATen/core/Tensor.h>
 #include <ATen/DimVector.h>
+#include <ATen/ExpandUtils.h>
 #include <c10/core/ScalarType.h>
 #include <c10/util/ArrayRef.h>
 #include <c10/util/Exception.h>
@@ -67,16 +68,7 @@ inline Broadcast broadcast_inputs(c10::ArrayRef<at::Tensor> tensors, c10::ArrayR
     }
   }
   Broadcast broadcast{{}, promoted_dtype(tensors), {}};
-  for (const at::Tensor& t : tensors) {
-    const c10::IntArrayRef sizes = t.sizes();
-    if (sizes.size() > broadcast.shape.size()) {
-      broadcast.shape.insert(broadcast.shape.begin(), sizes.size() - broadcast.shape.size(), 1);
-    }
-    for (size_t i = 1; i <= sizes.size(); ++i) {
-      int64_t& size = broadcast.shape[broadcast.shape.size() - i];
-      if (size == 1) size = sizes[sizes.size() - i];
-    }
-  }
+  for (const at::Tensor& t : tensors) broadcast.shape = at::infer_size_dimvector(broadcast.shape, t.sizes());
   broadcast.inputs.reserve(tensors.size());
   for (const at::Tensor& t : tensors) {
     // No copy at all when the input already has the shape and dtype and is contiguous.

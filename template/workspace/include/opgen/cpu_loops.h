@@ -11,6 +11,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <tuple>
+#include <type_traits>
 
 #include "opgen/results.h"
 
@@ -19,25 +20,9 @@ namespace opgen::cpu {
 // Below this many elements a chunk is not worth a thread (at::internal::GRAIN_SIZE's reasoning).
 constexpr int64_t kElementGrain = 32768;
 
-// out[i] = fn(inputs[i]...) over contiguous tensors of equal numel.
-template <typename T, typename Fn, typename... Tensors>
-void elementwise(const at::Tensor& out, Fn fn, const Tensors&... inputs) {
-  using math_t = at::opmath_type<T>;
-  T* out_ptr = out.template mutable_data_ptr<T>();
-  const auto in_ptrs = std::make_tuple(inputs.template const_data_ptr<T>()...);
-  at::parallel_for(0, out.numel(), kElementGrain, [&](int64_t begin, int64_t end) {
-    std::apply(
-        [&](const auto*... in) {
-          for (int64_t i = begin; i < end; ++i) {
-            out_ptr[i] = static_cast<T>(fn(static_cast<math_t>(in[i])...));
-          }
-        },
-        in_ptrs);
-  });
-}
-
-// out_k[i] = fn(inputs[i]...).values[k]: a functor returning opgen::Results<math_t, N> writes N
-// outputs in one pass (the backward of an op with several inputs: one gradient per input).
+// out_k[i] = fn(inputs[i]...).values[k] over contiguous tensors of equal numel: a functor
+// returning opgen::Results<math_t, N> writes N outputs in one pass (the backward of an op with
+// several inputs: one gradient per input).
 template <typename T, std::size_t N, typename Fn, typename... Tensors>
 void elementwise(const std::array<at::Tensor, N>& outs, Fn fn, const Tensors&... inputs) {
   using math_t = at::opmath_type<T>;
@@ -48,12 +33,24 @@ void elementwise(const std::array<at::Tensor, N>& outs, Fn fn, const Tensors&...
     std::apply(
         [&](const auto*... in) {
           for (int64_t i = begin; i < end; ++i) {
-            const Results<math_t, static_cast<int>(N)> results = fn(static_cast<math_t>(in[i])...);
+            const auto results = fn(static_cast<math_t>(in[i])...);
             for (std::size_t k = 0; k < N; ++k) out_ptrs[k][i] = static_cast<T>(results.values[k]);
           }
         },
         in_ptrs);
   });
+}
+
+// The common case, out[i] = fn(inputs[i]...): one output, fn's value converted straight to T.
+template <typename T, typename Fn, typename... Tensors>
+void elementwise(const at::Tensor& out, Fn fn, const Tensors&... inputs) {
+  const auto one_result = [&fn](auto... values) {
+    const auto value = fn(values...);
+    Results<std::remove_const_t<decltype(value)>, 1> results;
+    results.values[0] = value;
+    return results;
+  };
+  elementwise<T>(std::array<at::Tensor, 1>{out}, one_result, inputs...);
 }
 
 // Calls fn(row) for every row in [0, rows), in parallel, with chunks of about kElementGrain
