@@ -23,7 +23,7 @@ from opgen.errors import BuildFailed, OpgenError, RemovalNotConfirmed, UpdateCon
 from opgen.inventory import Removal, list_ops, remove_op
 from opgen.jit import jit_load
 from opgen.recipes import KNOWN_RECIPES, Kind
-from opgen.render import new_op
+from opgen.render import missing_shared_headers, new_op
 from opgen.runner import run_op_bench, run_op_tests
 from opgen.update import update_ops
 from opgen.workspace import Workspace
@@ -138,13 +138,20 @@ def new(
     ] = None,
 ) -> None:
     """Render everything one op needs: CUDA and CPU kernels, binding, Python module, tests, benchmark."""
+    located = Workspace.locate(workspace)
     try:
-        folder = new_op(
-            op, kind=kind, workspace=Workspace.locate(workspace), force=force, formula=formula, params=param or ()
-        )
+        folder = new_op(op, kind=kind, workspace=located, force=force, formula=formula, params=param or ())
     except OpgenError as error:
         _fail(error)
     out.print(f"[green]created[/] {folder}")
+    missing = missing_shared_headers(folder, located)
+    if missing:
+        err.print(
+            f"[bold yellow]note:[/] {op} includes {', '.join(missing)}, which this workspace lacks: an older opgen"
+            " rendered its shared files",
+            soft_wrap=True,
+        )
+        err.print("[dim]hint:[/] run `opgen update` to bring them up to date, then build", soft_wrap=True)
     out.print(f"next: opgen build {op} && opgen test {op}")
 
 

@@ -41,7 +41,7 @@ MAX_FORMULA_LENGTH = 500
 # Tensor inputs of one op. Each is one more pointer the kernel loads from, and one more gradient
 # its backward writes; past a handful, registers and the bytes in flight per thread run out.
 MAX_INPUTS = 8
-# Integer powers up to this are multiplications (opgen_formula::ipow); larger ones use std::pow.
+# Integer powers up to this are multiplications (opgen::formula::ipow); larger ones use std::pow.
 MAX_INTEGER_POWER = 8
 # Derivatives up to this many operations are simplified by sympy (a second or so at most).
 MAX_SIMPLIFY_OPS = 150
@@ -133,7 +133,7 @@ class Sigmoid(_Unary):
 # The derivatives of tanh and sigmoid, 1 - tanh(u)^2 and sigmoid(u) (1 - sigmoid(u)), as functions
 # of their own: in float, 1 - tanh(u)^2 and 1 - sigmoid(u) cancel to a few significant digits
 # once |u| passes 4 or so, and an op like x * sigmoid(y) multiplies that error by x. The kernels
-# compute both from e = exp(-|u|) instead (opgen_formula::sech2, sigmoid_grad), which keeps full
+# compute both from e = exp(-|u|) instead (opgen::formula::sech2, sigmoid_grad), which keeps full
 # precision and never overflows.
 class Sech2(_Unary):
     """1 - tanh(u)^2 = 1 / cosh(u)^2."""
@@ -580,11 +580,11 @@ class CppPrinter(_Printer):
     """C++ for host and device: math in ``T`` (float or double); params are double members."""
 
     functions: ClassVar[dict[type, str]] = {
-        Exp: "opgen_formula::exp<kFast>", Log: "opgen_formula::log<kFast>", Log1p: "opgen_formula::log1p<kFast>",
-        Expm1: "std::expm1", Sin: "std::sin", Cos: "std::cos", Tanh: "opgen_formula::tanh<kFast>", Erf: "std::erf",
+        Exp: "opgen::formula::exp<kFast>", Log: "opgen::formula::log<kFast>", Log1p: "opgen::formula::log1p<kFast>",
+        Expm1: "std::expm1", Sin: "std::sin", Cos: "std::cos", Tanh: "opgen::formula::tanh<kFast>", Erf: "std::erf",
         Abs: "std::abs",
-        Sign: "opgen_formula::sign", Sigmoid: "opgen_formula::sigmoid<kFast>", Softplus: "opgen_formula::softplus<kFast>",
-        Sech2: "opgen_formula::sech2<kFast>", SigmoidGrad: "opgen_formula::sigmoid_grad<kFast>",
+        Sign: "opgen::formula::sign", Sigmoid: "opgen::formula::sigmoid<kFast>", Softplus: "opgen::formula::softplus<kFast>",
+        Sech2: "opgen::formula::sech2<kFast>", SigmoidGrad: "opgen::formula::sigmoid_grad<kFast>",
     }  # fmt: skip
 
     def symbol(self, name: str) -> str:
@@ -600,7 +600,7 @@ class CppPrinter(_Printer):
         if exponent == -sp.S.Half:
             return f"(T(1) / std::sqrt({b}))"
         if exponent.is_Integer and 0 < abs(int(exponent)) <= MAX_INTEGER_POWER:
-            power = f"opgen_formula::ipow<{abs(int(exponent))}>({b})"
+            power = f"opgen::formula::ipow<{abs(int(exponent))}>({b})"
             return power if int(exponent) > 0 else f"(T(1) / {power})"
         return f"std::pow({b}, {self(exponent)})"
 
@@ -625,8 +625,8 @@ class CppPrinter(_Printer):
         if kind is ClampMax:
             return f"(({a} >= {b}) ? {b} : {a})"
         if kind is Maximum:
-            return f"opgen_formula::maximum({a}, {b})"
-        return f"opgen_formula::minimum({a}, {b})"
+            return f"opgen::formula::maximum({a}, {b})"
+        return f"opgen::formula::minimum({a}, {b})"
 
     def function(self, kind: type, arg: str) -> str:
         return f"{self.functions[kind]}({arg})"

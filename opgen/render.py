@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import shutil
 import tempfile
 import warnings
@@ -227,3 +228,18 @@ def new_op(
             target.rename(retired)
         rendered.rename(target)
     return target
+
+
+_SHARED_INCLUDE = re.compile(r'^\s*#\s*include\s+"(opgen/[^"]+)"', re.MULTILINE)
+
+
+def missing_shared_headers(op_dir: Path, workspace: Workspace) -> list[str]:
+    """The workspace headers (``opgen/...``) the op's sources include that ``include/`` lacks.
+
+    A workspace rendered by an older opgen lacks the headers added since; `opgen update` adds them.
+    """
+    wanted: set[str] = set()
+    for source in sorted((op_dir / "csrc").glob("*")):
+        if source.suffix in {".h", ".cuh", ".cpp", ".cu"}:
+            wanted.update(_SHARED_INCLUDE.findall(source.read_text()))
+    return sorted(header for header in wanted if not (workspace.path / "include" / header).is_file())

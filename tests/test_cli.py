@@ -95,3 +95,13 @@ def test_list_of_an_empty_workspace_says_how_to_add_an_op(ws: Path) -> None:
     assert run("remove", "relu", "--yes", "--workspace", str(ws)).exit_code == 0
     result = run("list", "--workspace", str(ws))
     assert result.exit_code == 0 and "opgen new" in result.stdout
+
+
+def test_new_in_a_workspace_missing_a_shared_header_says_to_update(ws: Path) -> None:
+    assert run("new", "relu", "--workspace", str(ws)).exit_code == 0
+    (ws / "include" / "opgen" / "formula_math.h").unlink()  # as in a workspace an older opgen rendered
+    result = run("new", "silu", "--formula", "x*sigmoid(x)", "--workspace", str(ws))
+    assert result.exit_code == 0 and (ws / "silu").is_dir()
+    assert "note: silu includes opgen/formula_math.h, which this workspace lacks" in result.stderr
+    assert "hint: run `opgen update`" in result.stderr
+    assert "note:" not in run("new", "gelu", "--workspace", str(ws)).stderr  # gelu needs no formula_math.h

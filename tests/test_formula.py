@@ -158,8 +158,8 @@ def test_several_inputs_values_and_gradients(text: str, params: list[Param], by_
 def test_backward_of_several_inputs_is_one_pass_with_shared_subexpressions() -> None:
     answers = render_formula(parse_formula("x*sigmoid(y) + y*sigmoid(y)"))
     backward = answers["formula_backward_cpp"]
-    assert backward.startswith("const T _t0 = opgen_formula::sigmoid<kFast>(y);")
-    assert backward.count("opgen_formula::sigmoid<kFast>(y)") == 1  # computed once for both gradients
+    assert backward.startswith("const T _t0 = opgen::formula::sigmoid<kFast>(y);")
+    assert backward.count("opgen::formula::sigmoid<kFast>(y)") == 1  # computed once for both gradients
     assert "return opgen::Results<T, 2>{grad_output * " in backward
     assert answers["formula_gradients_py"].splitlines()[-1].startswith("return grad_output * ")
     assert render_formula(parse_formula("x*sigmoid(x)"))["formula_backward_cpp"].startswith("return grad_output * ")
@@ -169,7 +169,7 @@ def test_backward_of_several_inputs_is_one_pass_with_shared_subexpressions() -> 
 def test_log_of_one_plus_exp_is_a_softplus_that_does_not_overflow(text: str) -> None:
     formula = parse_formula(text)
     answers = render_formula(formula)
-    assert answers["formula_forward_cpp"] == "return opgen_formula::softplus<kFast>((T(2.0) * x));"
+    assert answers["formula_forward_cpp"] == "return opgen::formula::softplus<kFast>((T(2.0) * x));"
     x = torch.tensor([-1e4, -100.0, -1.0, 0.0, 1.0, 30.0, 100.0, 1e4], dtype=torch.float32)
     expected = torch.nn.functional.softplus(2 * x.double()).float()
     torch.testing.assert_close(reference_of(formula)(x), expected)  # log(1 + exp(200)) is inf in float32
@@ -193,7 +193,7 @@ def test_derivatives_of_sigmoid_and_tanh_keep_their_precision_where_they_are_sma
 def test_functions_are_not_rewritten_by_sympy() -> None:
     # sympy's own tanh(log(u)) is (u**2 - 1)/(u**2 + 1), which overflows long before u**2 does.
     answers = render_formula(parse_formula("x*tanh(log(1 + x**2))"))
-    assert "opgen_formula::tanh<kFast>(opgen_formula::log<kFast>(" in answers["formula_forward_cpp"]
+    assert "opgen::formula::tanh<kFast>(opgen::formula::log<kFast>(" in answers["formula_forward_cpp"]
     assert "torch.tanh(torch.log(" in answers["formula_reference_py"]
 
 

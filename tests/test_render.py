@@ -13,7 +13,7 @@ import pytest
 
 from opgen import __version__
 from opgen.errors import OpExists, RenderError
-from opgen.render import new_op, render_workspace, template_dir
+from opgen.render import missing_shared_headers, new_op, render_workspace, template_dir
 from opgen.workspace import Workspace
 
 JINJA_RESIDUE = re.compile(r"\{\{|\{%|\{#|%\}|#\}")
@@ -213,3 +213,11 @@ def test_committed_workspace_matches_a_fresh_render(tmp_path: Path) -> None:
 
 def _without_src_path(answers: str) -> str:
     return "\n".join(line for line in answers.splitlines() if not line.startswith("_src_path:"))
+
+
+def test_missing_shared_headers_names_the_workspace_headers_an_op_lacks(workspace: Workspace) -> None:
+    folder = new_op("mish", formula="x*tanh(log(1+exp(x)))", workspace=workspace)
+    assert missing_shared_headers(folder, workspace) == []
+    (workspace.path / "include" / "opgen" / "formula_math.h").unlink()
+    (workspace.path / "include" / "opgen" / "fast_math.h").unlink()
+    assert missing_shared_headers(folder, workspace) == ["opgen/fast_math.h", "opgen/formula_math.h"]

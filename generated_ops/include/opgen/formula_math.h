@@ -1,0 +1,127 @@
+// The functions that the math of a formula op calls besides arithmetic and std functions, shared
+// by every op that `opgen new NAME --formula EXPR` renders (opgen/formula.py prints the calls).
+// Each takes kFast, true for 16-bit storage types: those use the hardware's approximations
+// (opgen/fast_math.h), exact enough for them; the others the correctly rounded std functions.
+#pragma once
+
+#include <c10/macros/Macros.h>
+
+#include <cmath>
+
+#include "opgen/fast_math.h"
+
+namespace opgen::formula {
+
+// The hardware's approximate exp for 16-bit outputs (opgen/fast_math.h), std::exp otherwise.
+template <bool kFast, typename T>
+C10_HOST_DEVICE T exp(T value) {
+  if constexpr (kFast) {
+    return opgen::fast_exp(value);
+  } else {
+    return std::exp(value);
+  }
+}
+
+// For 16-bit outputs, the hardware's approximations of log, log1p and tanh (opgen/fast_math.h);
+// the correctly rounded std functions otherwise.
+template <bool kFast, typename T>
+C10_HOST_DEVICE T log(T value) {
+  if constexpr (kFast) {
+    return opgen::fast_log(value);
+  } else {
+    return std::log(value);
+  }
+}
+
+template <bool kFast, typename T>
+C10_HOST_DEVICE T log1p(T value) {
+  if constexpr (kFast) {
+    return opgen::fast_log1p(value);
+  } else {
+    return std::log1p(value);
+  }
+}
+
+template <bool kFast, typename T>
+C10_HOST_DEVICE T tanh(T value) {
+  if constexpr (kFast) {
+    return opgen::fast_tanh(value);
+  } else {
+    return std::tanh(value);
+  }
+}
+
+// 1 / (1 + e^-v): saturates to 0 or 1 without NaN, as torch.sigmoid. The fast division is
+// exact enough for 16-bit outputs and returns 0 for a denominator of inf, as wanted.
+template <bool kFast, typename T>
+C10_HOST_DEVICE T sigmoid(T value) {
+  if constexpr (kFast) {
+    return opgen::fast_divide(T(1), T(1) + exp<kFast>(-value));
+  } else {
+    return T(1) / (T(1) + exp<kFast>(-value));
+  }
+}
+
+// Integer powers as multiplications: std::pow(float, int) would compute in double.
+template <int kPower, typename T>
+C10_HOST_DEVICE T ipow(T base) {
+  static_assert(kPower >= 1, "ipow takes a positive power");
+  T result = base;
+#pragma unroll
+  for (int i = 1; i < kPower; ++i) result *= base;
+  return result;
+}
+
+// The derivatives of sigmoid and tanh. In float, sigmoid(v) (1 - sigmoid(v)) and 1 - tanh(v)^2
+// lose most of their digits to cancellation once |v| passes 4 or so; from e = e^-|v| they keep
+// them all and never overflow. 16-bit outputs cannot see that error and take the cheap form,
+// whose sigmoid / tanh the compiler shares with the formula's own.
+template <bool kFast, typename T>
+C10_HOST_DEVICE T sigmoid_grad(T value) {
+  if constexpr (kFast) {
+    const T s = sigmoid<kFast>(value);
+    return s * (T(1) - s);
+  } else {
+    const T e = std::exp(-std::abs(value));
+    const T denominator = T(1) + e;
+    return e / (denominator * denominator);
+  }
+}
+
+template <bool kFast, typename T>
+C10_HOST_DEVICE T sech2(T value) {
+  if constexpr (kFast) {
+    const T t = tanh<kFast>(value);
+    return T(1) - t * t;
+  } else {
+    const T e = std::exp(T(-2) * std::abs(value));
+    const T denominator = T(1) + e;
+    return T(4) * e / (denominator * denominator);
+  }
+}
+
+// log(1 + e^v) as max(v, 0) + log1p(e^-|v|), as torch.nn.functional.softplus: the literal form
+// overflows to inf for v past 88 in float (709 in double), this one never does; NaN propagates.
+template <bool kFast, typename T>
+C10_HOST_DEVICE T softplus(T value) {
+  return (value > T(0) ? value : T(0)) + log1p<kFast>(exp<kFast>(-std::abs(value)));
+}
+
+// torch.sign: 0 at 0, which is also torch.abs's gradient there.
+template <typename T>
+C10_HOST_DEVICE T sign(T value) {
+  return value > T(0) ? T(1) : (value < T(0) ? T(-1) : T(0));
+}
+
+// torch.maximum / torch.minimum: NaN from either side propagates.
+template <typename T>
+C10_HOST_DEVICE T maximum(T a, T b) {
+  return (b < a || a != a) ? a : b;
+}
+
+template <typename T>
+C10_HOST_DEVICE T minimum(T a, T b) {
+  return (b > a || a != a) ? a : b;
+}
+
+}  // namespace opgen::formula
