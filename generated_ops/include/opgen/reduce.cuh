@@ -106,9 +106,26 @@ __device__ __forceinline__ T block_allreduce_with(T value, Combine combine, T id
   return group_allreduce_with<kBlockSize>(value, combine, identity, scratch);
 }
 
-// log2(e), for exp(x) as exp2(x * kLog2e): exp2 of a float is a single MUFU.EX2 instruction.
+// log2(e), for exp(x) as exp2(x * kLog2e).
 template <typename T>
 constexpr T kLog2e = T(1.4426950408889634);
+
+// 2^x with results below 2^-126 flushed to zero: for a float, the single MUFU.EX2 of
+// ex2.approx.ftz (2 ulp). exp2f wraps the same instruction in three more that keep subnormal
+// results; without them a softmax output under 1.2e-38 is 0 rather than subnormal, and on an
+// H200 the forward gained 3 to 5 points of copy bandwidth on rows of 32768 to 262144. A double
+// takes exp2.
+__device__ __forceinline__ float exp2_ftz(float x) {
+#ifdef __CUDA_ARCH__
+  float result;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(result) : "f"(x));
+  return result;
+#else
+  return exp2f(x);
+#endif
+}
+
+__device__ __forceinline__ double exp2_ftz(double x) { return exp2(x); }
 
 // Online softmax normalizer (Milakov & Gimelshein, "Online normalizer calculation for softmax",
 // 2018): the max of some values and the sum of exp(value - max). Two of them merge without
@@ -132,7 +149,8 @@ struct MergeMaxExpSum {
     // Only the part with the smaller max is rescaled; equal maxima need none (and both -inf
     // would make exp(-inf - -inf) a NaN). The fast exp2's error grows with the gap between the
     // maxima, but the part it scales shrinks faster, as e^-gap.
-    const T lo_scaled = lo_max == hi_max ? lo_sum : lo_sum * exp2((lo_max - hi_max) * kLog2e<T>);
+    const T lo_scaled =
+        lo_max == hi_max ? lo_sum : lo_sum * exp2_ftz((lo_max - hi_max) * kLog2e<T>);
     return {hi_max, hi_sum + lo_scaled};
   }
 };
