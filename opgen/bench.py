@@ -145,9 +145,9 @@ def time_side_by_side(
 ) -> dict[str, float]:
     """Median milliseconds of each contender's call over ``repetitions`` samples, after warm-up.
 
-    The contenders take turns (ROUNDS; the samples are rounded up to whole rounds). On a GPU the L2 is flushed before each call, and a
-    sample of a short call is the mean of several (see SAMPLE_SPAN_MS); timed warm-up calls
-    tell how many. On a CPU a sample is one call.
+    The contenders take turns (ROUNDS; the samples are rounded up to whole rounds). On a GPU the
+    L2 is flushed before each call, and a sample of a short call is the mean of several (see
+    SAMPLE_SPAN_MS); timed warm-up calls tell how many. On a CPU a sample is one call.
     """
     measure: Callable[[Callable[[], object], int], list[float]] = _clock_times_ms
     if device == "cuda":
