@@ -2,7 +2,11 @@
 // the bandwidth ceiling; narrower accesses leave the load/store units as the bottleneck.
 #pragma once
 
+#include <c10/util/BFloat16.h>
+
 #include <cstdint>
+#include <cstring>
+#include <type_traits>
 
 namespace opgen {
 
@@ -27,6 +31,20 @@ __device__ __forceinline__ Pack<T, N> load_pack(const T* ptr) {
 template <typename T, int N>
 __device__ __forceinline__ void store_pack(T* ptr, const Pack<T, N>& pack) {
   *reinterpret_cast<Pack<T, N>*>(ptr) = pack;
+}
+
+// Element j of a pack as M (float for the 16-bit types). A bfloat16 is the top half of a float:
+// one shift widens the low element of each 32-bit pair and one mask the high one, where the
+// element-wise cast first extracts the high one (PRMT, then the shift).
+template <typename M, typename T, int N>
+__device__ __forceinline__ M widen(const Pack<T, N>& pack, int j) {
+  if constexpr (std::is_same_v<T, c10::BFloat16> && std::is_same_v<M, float> && N % 2 == 0) {
+    uint32_t pair;
+    memcpy(&pair, &pack.elem[j - j % 2], sizeof(pair));
+    return __uint_as_float(j % 2 == 0 ? pair << 16 : pair & 0xffff0000u);
+  } else {
+    return static_cast<M>(pack.elem[j]);
+  }
 }
 
 // The read-only inputs of a kernel, passed by value as one kernel argument.
