@@ -6,7 +6,6 @@
 
 #include <cfloat>
 #include <cstring>
-#include <limits>
 #include <type_traits>
 
 namespace opgen {
@@ -127,28 +126,6 @@ __device__ __forceinline__ float exp2_ftz(float x) {
 }
 
 __device__ __forceinline__ double exp2_ftz(double x) { return exp2(x); }
-
-// exp(x - max) for every x of a row against the row's max, as one FFMA and one MUFU.EX2:
-// exp2(x * log2(e) - offset), offset = max * log2(e) rounded once. Every exp against the max
-// carries the same rounding of the offset, which cancels in softmax's ratio of exps. Past a
-// quarter of T's range, max * log2(e) would overflow: there a value is the max or at least
-// 2^102 from it, exp(x - max) is exactly 1 or 0, and half the scale gives the same 1s and 0s.
-template <typename T>
-struct ExpShift {
-  T scale;
-  T offset;
-
-  __device__ __forceinline__ explicit ExpShift(T max)
-      : scale(is_huge(max) ? kLog2e<T> / 2 : kLog2e<T>),
-        // Values that are all -inf have no finite max to shift by; 0 keeps their exps at 0.
-        offset(max == -std::numeric_limits<T>::infinity() ? T(0) : max * scale) {}
-
-  __device__ __forceinline__ static bool is_huge(T max) {
-    return fabs(max) > std::numeric_limits<T>::max() / 4;
-  }
-
-  __device__ __forceinline__ T operator()(T x) const { return exp2_ftz(fma(x, scale, -offset)); }
-};
 
 // Online softmax normalizer (Milakov & Gimelshein, "Online normalizer calculation for softmax",
 // 2018): the max of some values and the sum of exp(value - max). Two of them merge without
