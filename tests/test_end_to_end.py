@@ -104,9 +104,9 @@ from generated_ops.gelu import bench_gelu as flat
 from generated_ops.softmax import bench_softmax as rows
 for dtype in (torch.float32, torch.bfloat16, torch.float64):
     size = torch.empty((), dtype=dtype).element_size()
-    print(sorted({torch.Size(s).numel() * size for s in rows.shapes(dtype, "cuda")}),
-          [s[-1] for s in rows.shapes(dtype, "cuda")],
-          [torch.Size(s).numel() * size for s in flat.shapes(dtype, "cuda")])
+    print(sorted({torch.Size(s).numel() * size for s in rows.shapes(size, "cuda")}),
+          [s[-1] for s in rows.shapes(size, "cuda")],
+          [torch.Size(s).numel() * size for s in flat.shapes(size, "cuda")])
 """
     result = subprocess.run([sys.executable, "-W", "ignore", "-c", script], cwd=root, capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
