@@ -136,11 +136,46 @@ def new(
         list[str] | None,
         typer.Option(help="Repeatable, with --formula: NAME=DEFAULT makes NAME a float argument.", show_default=False),
     ] = None,
+    signature: Annotated[
+        str | None,
+        typer.Option(
+            help=(
+                "An op of any interface, from the arguments and outputs of a PyTorch schema: "
+                '"(Tensor x, Tensor? weight, int k, float eps=1e-5) -> (Tensor values, Tensor indices)". '
+                "Types: Tensor, Tensor?, int, float, bool, int[], int?, float?, bool?; defaults; '*' before "
+                "keyword-only arguments; one or several Tensor outputs. Renders placeholder kernels to edit "
+                "(each floating output a copy of the first Tensor argument) that build and pass their tests as generated."
+            ),
+            show_default=False,
+        ),
+    ] = None,
+    int_output: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--int-output",
+            help="Repeatable, with --signature: this output is int64 and carries no gradient "
+            "(outputs named indices, index, idx, ids or *_indices, *_ids are already).",
+            show_default=False,
+        ),
+    ] = None,
+    no_grad: Annotated[
+        bool, typer.Option("--no-grad", help="With --signature: render the op without a backward.")
+    ] = False,
 ) -> None:
     """Render everything one op needs: CUDA and CPU kernels, binding, Python module, tests, benchmark."""
     located = Workspace.locate(workspace)
     try:
-        folder = new_op(op, kind=kind, workspace=located, force=force, formula=formula, params=param or ())
+        folder = new_op(
+            op,
+            kind=kind,
+            workspace=located,
+            force=force,
+            formula=formula,
+            params=param or (),
+            signature=signature,
+            integer_outputs=int_output or (),
+            gradients=not no_grad,
+        )
     except OpgenError as error:
         _fail(error)
     out.print(f"[green]created[/] {folder}")

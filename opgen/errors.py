@@ -166,6 +166,18 @@ class InvalidFormula(ValueError, UsageError):
         super().__init__(f"invalid {what} {formula!r}: {reason}")
 
 
+class InvalidSignature(ValueError, UsageError):
+    """`opgen new --signature` that opgen will not turn into an op."""
+
+    def __init__(self, *, signature: str, reason: str, hint: str = "") -> None:
+        self.signature = signature
+        self.hint = hint or (
+            'write the part of a PyTorch schema after the name, e.g. "(Tensor x, int dim=-1) -> (Tensor values, '
+            'Tensor indices)"; `opgen new --help` lists the supported types'
+        )
+        super().__init__(f"invalid signature {signature!r}: {reason}")
+
+
 class TemplateNotFound(UsageError):
     """$OPGEN_TEMPLATE names a folder without a copier template."""
 

@@ -7,7 +7,9 @@ from typing import Literal
 
 from opgen.errors import KindMismatch
 
-Kind = Literal["elementwise", "rowwise"]
+Kind = Literal["elementwise", "rowwise"]  # the skeletons `--kind` picks
+# A recipe's kind: a skeleton's, or an op rendered from a signature (its spec: opgen.spec).
+RecipeKind = Literal["elementwise", "rowwise", "signature"]
 KINDS: tuple[Kind, ...] = ("elementwise", "rowwise")
 DEFAULT_KIND: Kind = "elementwise"
 
@@ -17,15 +19,23 @@ class Recipe:
     """One folder of the template under ``template/ops/``."""
 
     name: str
-    kind: Kind
+    kind: RecipeKind
     summary: str
     skeleton: bool = False
+    # Recipes of the signature kind: the op's signature, from which its spec is made (opgen.spec).
+    signature: str | None = None
 
 
 KNOWN_RECIPES: dict[str, Recipe] = {
     "softmax": Recipe("softmax", "rowwise", "softmax(x, dim=-1), as torch.softmax, fast on the last dim"),
     "relu": Recipe("relu", "elementwise", "relu(x), as torch.relu"),
     "gelu": Recipe("gelu", "elementwise", 'gelu(x, approximate="none"|"tanh"), as torch.nn.functional.gelu'),
+    "bitonic_sort": Recipe(
+        "bitonic_sort",
+        "signature",
+        "bitonic_sort(x, dim=-1, descending=False), as torch.sort (stable), by a bitonic network",
+        signature="(Tensor x, int dim=-1, bool descending=False) -> (Tensor values, Tensor indices)",
+    ),
 }
 
 SKELETONS: dict[Kind, Recipe] = {
@@ -33,6 +43,9 @@ SKELETONS: dict[Kind, Recipe] = {
     "rowwise": Recipe("rowwise", "rowwise", "a row-wise (last-dim reduction) skeleton to edit", skeleton=True),
 }
 
+
+# `opgen new <op> --signature SIG`: an op of any signature, its kernels placeholders to edit.
+SIGNATURE = Recipe("signature", "signature", "an op of any signature, placeholder kernels to edit", skeleton=True)
 
 # `opgen new <op> --formula EXPR`: an elementwise op whose math and gradient opgen derives.
 FORMULA = Recipe("formula", "elementwise", "an elementwise op from a formula, its gradient derived")

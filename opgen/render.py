@@ -23,9 +23,18 @@ from pathlib import Path
 from typing import Any, Literal
 
 from opgen import __version__
-from opgen.errors import InvalidFormula, OpExists, OpgenError, RenderError, TemplateNotFound, WorkspaceError
+from opgen.errors import (
+    InvalidFormula,
+    InvalidSignature,
+    OpExists,
+    OpgenError,
+    RenderError,
+    TemplateNotFound,
+    WorkspaceError,
+)
 from opgen.names import validate_op_name
-from opgen.recipes import FORMULA, Kind, recipe_for
+from opgen.recipes import FORMULA, SIGNATURE, Kind, recipe_for
+from opgen.spec import parse_signature
 from opgen.workspace import Workspace
 
 TEMPLATE_ENV = "OPGEN_TEMPLATE"
@@ -133,7 +142,8 @@ def run_copier(
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # copier's notes on template versions and dirty templates mean nothing here
-            getattr(copier, command)(*args, defaults=True, overwrite=True, quiet=True, **options)
+            # unsafe: the template is opgen's own, and it loads opgen's Jinja extension (opgen.jinja_ext).
+            getattr(copier, command)(*args, defaults=True, overwrite=True, quiet=True, unsafe=True, **options)
     except OpgenError:
         raise  # opgen's own, already saying what failed
     except Exception as error:  # copier raises many types; each means this render failed
@@ -189,6 +199,28 @@ def _formula_answers(formula: str, params: Sequence[str], kind: Kind | None) -> 
     return render_formula(parse_formula(formula, [parse_param(text) for text in params]))
 
 
+def _signature_answers(
+    name: str,
+    signature: str | None,
+    kind: Kind | None,
+    formula: str | None,
+    integer_outputs: Sequence[str],
+    gradients: bool,
+) -> dict[str, Any]:
+    """The signature recipe's copier answers: the op's spec, parsed from ``signature``."""
+    if signature is None:
+        option = "--int-output" if integer_outputs else "--no-grad"
+        raise InvalidSignature(signature="", reason=f"{option} needs --signature", hint='add --signature "(Tensor x) -> Tensor"')
+    if formula is not None or kind is not None:
+        raise InvalidSignature(
+            signature=signature,
+            reason=f"--signature renders its own kind of op and takes no {'--formula' if formula else '--kind'}",
+            hint="drop one of them",
+        )
+    spec = parse_signature(name, signature, recipe=SIGNATURE.name, integer_outputs=integer_outputs, gradients=gradients)
+    return {"recipe": SIGNATURE.name, "spec": spec.to_answers()}
+
+
 def new_op(
     name: str,
     *,
@@ -197,22 +229,33 @@ def new_op(
     force: bool = False,
     formula: str | None = None,
     params: Sequence[str] = (),
+    signature: str | None = None,
+    integer_outputs: Sequence[str] = (),
+    gradients: bool = True,
 ) -> Path:
     """Render op ``name`` into the workspace (creating the workspace if needed); return its folder.
 
     With ``formula`` (and its ``params``, each ``NAME=DEFAULT``) the op is the formula's
-    elementwise op, with its gradient derived (opgen.formula); it is checked before anything is written.
+    elementwise op, with its gradient derived (opgen.formula); with ``signature`` (a PyTorch
+    schema's arguments and outputs) an op of that interface, with placeholder kernels
+    (opgen.spec; ``integer_outputs`` are int64, ``gradients=False`` renders no backward). Either is
+    checked before anything is written.
     """
     validate_op_name(name)
     data: dict[str, Any] = {"scope": "op", "op_name": name}
-    if formula is not None:
+    if signature is not None or integer_outputs or not gradients:
+        data |= _signature_answers(name, signature, kind, formula, integer_outputs, gradients)
+    elif formula is not None:
         data |= {"recipe": FORMULA.name, **_formula_answers(formula, params, kind)}
     elif params:
         raise InvalidFormula(
             formula=" ".join(params), reason="--param needs --formula", what="param", hint="add --formula EXPR"
         )
     else:
-        data["recipe"] = recipe_for(name, kind).name
+        recipe = recipe_for(name, kind)
+        data["recipe"] = recipe.name
+        if recipe.signature is not None:
+            data["spec"] = parse_signature(name, recipe.signature, recipe=recipe.name, summary=recipe.summary).to_answers()
     target = workspace.op_dir(name)
     if target.exists() and not force:
         raise OpExists(name=name, path=str(target))

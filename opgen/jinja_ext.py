@@ -1,0 +1,26 @@
+"""The Jinja extension the template loads (copier's ``_jinja_extensions``).
+
+It gives templates the ``op_spec`` filter, which turns the ``spec`` answer (plain data in the
+answers file) back into an :class:`opgen.spec.OpSpec`: templates read the op's interface from its
+typed description, never from strings printed ahead of time, so `opgen update` re-renders an op
+with whatever the current opgen prints.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from jinja2 import Environment
+from jinja2.ext import Extension
+
+from opgen.spec import OpSpec
+
+
+class OpSpecExtension(Extension):
+    def __init__(self, environment: Environment) -> None:
+        super().__init__(environment)
+        environment.filters["op_spec"] = _op_spec
+
+
+def _op_spec(data: Any) -> OpSpec:
+    return data if isinstance(data, OpSpec) else OpSpec.from_answers(data)

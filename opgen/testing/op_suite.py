@@ -1,0 +1,261 @@
+"""The generic tests of an op rendered from a typed spec (`opgen new --signature`, bitonic_sort).
+
+A generated test file subclasses the suites its spec calls for (``OpSpec.test_suites``: always
+:class:`OpSuite`, then :class:`GradientSuite` or :class:`NoGradientSuite`, and the suites of
+optional and of several Tensor arguments where the op has them), sets the op, its reference and its tolerances,
+and says how to make one valid call (:meth:`OpSuite.arguments`); every check here then runs for
+its spec: forward against the float64 reference for every dtype and device, gradients and float64
+gradcheck of each differentiable input, opcheck, torch.compile with fullgraph, absent optional
+tensors, and each Tensor argument refused with a message naming it (wrong dtype, wrong device,
+absent where required).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any, ClassVar
+
+import pytest
+import torch
+import yaml
+
+from opgen.spec import Argument, OpSpec
+from opgen.testing import DEVICES, FLOAT_DTYPES, assert_close, non_contiguous, poison_allocator
+
+ANSWERS_FILE = ".copier-answers.yml"
+
+# (rtol, atol) against the float64 reference: a few units in the last place of each dtype.
+DEFAULT_TOLERANCES: dict[torch.dtype, tuple[float, float]] = {
+    torch.float64: (1e-7, 1e-9),
+    torch.float32: (1e-5, 1e-6),
+    torch.float16: (2e-3, 1e-3),
+    torch.bfloat16: (1.6e-2, 1e-2),
+}
+
+on_devices = pytest.mark.parametrize("device", DEVICES)
+on_cuda = pytest.mark.parametrize("device", [case for case in DEVICES if case.id == "cuda"])
+on_dtypes = pytest.mark.parametrize("dtype", FLOAT_DTYPES, ids=str)
+
+
+def load_spec(op_dir: Path | str) -> OpSpec:
+    """The spec recorded in the op folder's answers file (what rendered the op)."""
+    folder = Path(op_dir)
+    answers = yaml.safe_load((folder / ANSWERS_FILE).read_text())
+    return OpSpec.from_answers(answers["spec"])
+
+
+def as_tuple(result: Any) -> tuple[torch.Tensor, ...]:
+    return tuple(result) if isinstance(result, (tuple, list)) else (result,)
+
+
+def to_float64(arguments: Mapping[str, Any]) -> dict[str, Any]:
+    """The same call with every floating tensor in float64 (detached): the reference's inputs."""
+    return {
+        name: value.detach().double() if isinstance(value, torch.Tensor) and value.is_floating_point() else value
+        for name, value in arguments.items()
+    }
+
+
+class OpSuite:
+    """Forward, interface and refusal checks; subclasses set the class attributes below."""
+
+    spec: ClassVar[OpSpec]
+    op: Callable[..., Any]
+    reference: Callable[..., Any]
+    module: type[torch.nn.Module]
+    tolerances: ClassVar[Mapping[torch.dtype, tuple[float, float]]] = DEFAULT_TOLERANCES
+    # Shapes handed to `arguments`: small, odd, several dimensions.
+    shapes: ClassVar[Sequence[tuple[int, ...]]] = ((1,), (3, 33), (2, 5, 70))
+
+    def arguments(self, shape: tuple[int, ...], dtype: torch.dtype, device: str) -> dict[str, Any]:
+        """Keyword arguments of one valid call whose tensors are built from ``shape``."""
+        raise NotImplementedError("the op's test class says how to make its arguments")
+
+    # -- helpers -----------------------------------------------------------------------------------
+    @property
+    def overload(self) -> Any:
+        return getattr(torch.ops.generated_ops, self.spec.name).default
+
+    def positional(self, arguments: Mapping[str, Any]) -> tuple[tuple[Any, ...], dict[str, Any]]:
+        """``arguments`` split as the schema takes them: positional, then keyword-only."""
+        args = tuple(arguments[a.name] for a in self.spec.arguments if not a.keyword_only)
+        kwargs = {a.name: arguments[a.name] for a in self.spec.arguments if a.keyword_only}
+        return args, kwargs
+
+    def assert_outputs_match(self, actual: Any, expected: Any, dtype: torch.dtype, device: str) -> None:
+        """Each output against the reference's: integers exactly, floats within ``dtype``'s tolerance."""
+        actual_outputs, expected_outputs = as_tuple(actual), as_tuple(expected)
+        assert len(actual_outputs) == len(self.spec.outputs) == len(expected_outputs)
+        for output, got, want in zip(self.spec.outputs, actual_outputs, expected_outputs, strict=True):
+            assert got.device.type == torch.device(device).type, f"output '{output.name}' is on {got.device}"
+            if output.integer:
+                assert got.dtype == torch.int64, f"output '{output.name}' is {got.dtype}, not int64"
+                assert got.shape == want.shape, f"output '{output.name}': shape {tuple(got.shape)} != {tuple(want.shape)}"
+                assert torch.equal(got.cpu(), want.cpu()), f"output '{output.name}' differs from the reference"
+            else:
+                assert got.dtype == dtype, f"output '{output.name}' is {got.dtype}, not {dtype}"
+                assert_close(got, want, self.tolerances, dtype=dtype)
+
+    def check_against_reference(self, arguments: Mapping[str, Any], dtype: torch.dtype, device: str) -> None:
+        actual = self.op(**arguments)
+        self.assert_outputs_match(actual, self.reference(**to_float64(arguments)), dtype, device)
+
+    def tensor_arguments(self) -> list[Argument]:
+        return list(self.spec.tensors)
+
+    # -- forward -------------------------------------------------------------------------------------
+    @on_devices
+    @on_dtypes
+    def test_forward_matches_reference(self, device: str, dtype: torch.dtype) -> None:
+        for shape in self.shapes:
+            arguments = self.arguments(shape, dtype, device)
+            poison_allocator(device, 64 * sum(int(torch.Size(shape).numel()) for _ in self.spec.outputs))
+            self.check_against_reference(arguments, dtype, device)
+
+    @on_devices
+    def test_empty_tensors(self, device: str) -> None:
+        self.check_against_reference(self.arguments((0, 3), torch.float32, device), torch.float32, device)
+
+    @on_devices
+    def test_non_contiguous_inputs(self, device: str) -> None:
+        arguments = self.arguments(self.shapes[-1], torch.float32, device)
+        strided = {
+            name: non_contiguous(value) if isinstance(value, torch.Tensor) and value.dim() > 0 else value
+            for name, value in arguments.items()
+        }
+        self.check_against_reference(strided, torch.float32, device)
+
+    @on_devices
+    def test_module_matches_function(self, device: str) -> None:
+        arguments = self.arguments(self.shapes[-1], torch.float32, device)
+        scalars = {a.name: arguments[a.name] for a in self.spec.scalars}
+        tensors = {a.name: arguments[a.name] for a in self.spec.tensors}
+        for got, want in zip(as_tuple(self.module(**scalars)(**tensors)), as_tuple(self.op(**arguments)), strict=True):
+            assert torch.equal(got, want)
+
+    @on_devices
+    def test_opcheck(self, device: str) -> None:
+        # Schema, Meta kernels, autograd registration and torch.compile's AOT dispatch, checked by torch.
+        arguments = self.arguments(self.shapes[-1], torch.float32, device)
+        if self.spec.has_backward:
+            for a in self.spec.tensors:
+                if arguments[a.name] is not None:
+                    arguments[a.name].requires_grad_()
+        args, kwargs = self.positional(arguments)
+        torch.library.opcheck(self.overload, args, kwargs)
+
+    @on_devices
+    def test_torch_compile_fullgraph(self, device: str) -> None:
+        arguments = self.arguments(self.shapes[-1], torch.float32, device)
+        scalars = {a.name: arguments[a.name] for a in self.spec.scalars}
+        tensors = {a.name: arguments[a.name] for a in self.spec.tensors}
+        compiled = torch.compile(self.module(**scalars), fullgraph=True)
+        self.assert_outputs_match(compiled(**tensors), self.reference(**to_float64(arguments)), torch.float32, device)
+
+    # -- refusals --------------------------------------------------------------------------------------
+    @on_devices
+    def test_each_tensor_of_a_wrong_dtype_is_refused(self, device: str) -> None:
+        for a in self.spec.tensors:
+            arguments = self.arguments(self.shapes[-1], torch.float32, device)
+            if arguments[a.name] is None:
+                continue
+            arguments[a.name] = arguments[a.name].to(torch.int32)
+            with pytest.raises(RuntimeError, match=rf"{self.spec.name}: argument.* '{a.name}'.* dtype|{self.spec.name}: argument '{a.name}' must be float32"):
+                self.op(**arguments)
+        # The process is intact: a correct call right after still succeeds.
+        self.op(**self.arguments(self.shapes[-1], torch.float32, device))
+
+    def test_each_required_tensor_absent_is_refused(self) -> None:
+        for a in self.spec.tensors:
+            if a.optional:
+                continue
+            arguments = self.arguments(self.shapes[-1], torch.float32, "cpu") | {a.name: None}
+            with pytest.raises((RuntimeError, TypeError)):
+                self.op(**arguments)
+
+
+class OptionalTensorsSuite(OpSuite):
+    """For ops with ``Tensor?`` arguments: each may be left out."""
+
+    @on_devices
+    def test_absent_optional_tensors(self, device: str) -> None:
+        for a in self.spec.tensors:
+            if a.optional:
+                arguments = self.arguments(self.shapes[-1], torch.float32, device) | {a.name: None}
+                self.check_against_reference(arguments, torch.float32, device)
+
+
+class SeveralTensorsSuite(OpSuite):
+    """For ops of several Tensor arguments: one on another device is refused, naming it."""
+
+    @on_cuda
+    def test_each_tensor_on_a_wrong_device_is_refused(self, device: str) -> None:
+        for a in self.spec.tensors:
+            arguments = self.arguments(self.shapes[-1], torch.float32, device)
+            if arguments[a.name] is None:
+                continue
+            arguments[a.name] = arguments[a.name].cpu()
+            with pytest.raises(RuntimeError, match=rf"argument.* '{a.name}'"):
+                self.op(**arguments)
+        self.op(**self.arguments(self.shapes[-1], torch.float32, device))
+
+
+class GradientSuite(OpSuite):
+    """Gradient checks, for ops with a backward."""
+
+    def differentiable(self, arguments: Mapping[str, Any]) -> list[str]:
+        """The tensor arguments present in this call that get gradients."""
+        return [a.name for a in self.spec.differentiable_inputs if arguments[a.name] is not None]
+
+    @on_devices
+    @on_dtypes
+    def test_backward_matches_reference(self, device: str, dtype: torch.dtype) -> None:
+        arguments = self.arguments(self.shapes[-1], dtype, device)
+        names = self.differentiable(arguments)
+        for name in names:
+            arguments[name].requires_grad_()
+        outputs = as_tuple(self.op(**arguments))
+        float_outputs = [out for out, spec in zip(outputs, self.spec.outputs, strict=True) if spec.differentiable]
+        grad_outputs = [torch.randn_like(out) for out in float_outputs]
+        poison_allocator(device, 64 * sum(arguments[name].numel() for name in names))
+        grads = torch.autograd.grad(float_outputs, [arguments[n] for n in names], grad_outputs, allow_unused=True)
+
+        reference_arguments = to_float64(arguments)
+        for name in names:
+            reference_arguments[name].requires_grad_()
+        reference_outputs = as_tuple(self.reference(**reference_arguments))
+        reference_floats = [o for o, s in zip(reference_outputs, self.spec.outputs, strict=True) if s.differentiable]
+        expected = torch.autograd.grad(
+            reference_floats, [reference_arguments[n] for n in names], [g.double() for g in grad_outputs], allow_unused=True
+        )
+        for name, got, want in zip(names, grads, expected, strict=True):
+            assert got is not None, f"'{name}' got no gradient"
+            want = torch.zeros_like(reference_arguments[name]) if want is None else want
+            assert got.dtype == arguments[name].dtype and got.shape == arguments[name].shape, name
+            assert_close(got, want, self.tolerances, dtype=dtype)
+
+    @on_devices
+    def test_gradcheck_float64(self, device: str) -> None:
+        arguments = self.arguments(self.shapes[1], torch.float64, device)
+        names = self.differentiable(arguments)
+        inputs = tuple(arguments[name].detach().requires_grad_() for name in names)
+
+        def differentiable_outputs(*tensors: torch.Tensor) -> tuple[torch.Tensor, ...]:
+            outputs = as_tuple(self.op(**(arguments | dict(zip(names, tensors, strict=True)))))
+            return tuple(out for out, spec in zip(outputs, self.spec.outputs, strict=True) if spec.differentiable)
+
+        assert torch.autograd.gradcheck(differentiable_outputs, inputs, eps=1e-6, atol=1e-5)
+
+
+class NoGradientSuite(OpSuite):
+    """For ops without a backward (`--no-grad`): their outputs never require a gradient."""
+
+    @on_devices
+    def test_outputs_carry_no_gradient(self, device: str) -> None:
+        arguments = self.arguments(self.shapes[-1], torch.float32, device)
+        for a in self.spec.tensors:
+            if arguments[a.name] is not None:
+                arguments[a.name].requires_grad_()
+        for output in as_tuple(self.op(**arguments)):
+            assert not output.requires_grad
