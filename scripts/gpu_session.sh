@@ -41,6 +41,9 @@ for op in "${ops[@]}"; do
     softplus) opgen new softplus --formula "log1p(exp(x))" ;;
     gelu_tanh) opgen new gelu_tanh --formula "0.5*x*(1+tanh(0.7978845608028654*(x+0.044715*x**3)))" ;;
     swish_gate) opgen new swish_gate --formula "x*sigmoid(y)" ;;
+    sig_op) opgen new sig_op --signature "(Tensor x, Tensor? weight, int k, float eps=1e-5, bool largest=True, int[] dims=[0, 1], *, float? scale=None) -> (Tensor values, Tensor indices)" ;;
+    sig_plain) opgen new sig_plain --signature "(Tensor x, Tensor y) -> Tensor" ;;
+    sig_nograd) opgen new sig_nograd --signature "(Tensor x, float alpha=2.0) -> (Tensor a, Tensor b)" --no-grad ;;
     *) opgen new "$op" ;;
   esac || exit 1
 done
@@ -73,7 +76,7 @@ if has_mode sanitize; then
 fi
 if has_mode bench; then
   for op in "${ops[@]}"; do
-    case $op in my_op|row_op) continue ;; esac
+    case $op in my_op|row_op|sig_*) continue ;; esac
     mkdir -p "$OUT/benchmarks/$op"
     opgen bench "$op" --json "$OUT/benchmarks/$op/$op.json" --plot "$OUT/benchmarks/$op/$op.png" \
       --markdown "$OUT/benchmarks/$op/$op.md" >> "$OUT/bench.log" 2>&1

@@ -21,7 +21,17 @@ import torch
 import yaml
 
 from opgen.spec import Argument, OpSpec
-from opgen.testing import DEVICES, FLOAT_DTYPES, assert_close, non_contiguous, poison_allocator
+from opgen.testing import (
+    DEVICES,
+    FLOAT_DTYPES,
+    assert_close,
+    misaligned,
+    non_contiguous,
+    poison_allocator,
+    requires_two_gpus,
+)
+from opgen.testing.sanitizer import TOOLS as SANITIZER_TOOLS
+from opgen.testing.sanitizer import assert_clean_under_sanitizer
 
 ANSWERS_FILE = ".copier-answers.yml"
 
@@ -67,6 +77,8 @@ class OpSuite:
     tolerances: ClassVar[Mapping[torch.dtype, tuple[float, float]]] = DEFAULT_TOLERANCES
     # Shapes handed to `arguments`: small, odd, several dimensions.
     shapes: ClassVar[Sequence[tuple[int, ...]]] = ((1,), (3, 33), (2, 5, 70))
+    # Just past 2**31 elements, so any 32-bit index in a kernel wraps.
+    large_shape: ClassVar[tuple[int, ...]] = (2**31 + 4099,)
 
     def arguments(self, shape: tuple[int, ...], dtype: torch.dtype, device: str) -> dict[str, Any]:
         """Keyword arguments of one valid call whose tensors are built from ``shape``."""
@@ -103,6 +115,30 @@ class OpSuite:
 
     def tensor_arguments(self) -> list[Argument]:
         return list(self.spec.tensors)
+
+    def run_once(self, arguments: Mapping[str, Any]) -> tuple[torch.Tensor, ...]:
+        """The op's outputs, and its backward run with random gradients where it has one."""
+        outputs = as_tuple(self.op(**arguments))
+        if self.spec.has_backward and any(out.requires_grad for out in outputs):
+            floats = [o for o, s in zip(outputs, self.spec.outputs, strict=True) if s.differentiable]
+            torch.autograd.backward(floats, [torch.randn_like(o) for o in floats])
+        return outputs
+
+    def exercise_kernel_paths(self) -> None:
+        """Every CUDA kernel path once, forward and backward, aligned and one element off.
+
+        The test module's ``__main__`` calls this; test_clean_under_compute_sanitizer runs the
+        module under each compute-sanitizer tool, which then sees every load and store.
+        """
+        for dtype in FLOAT_DTYPES:
+            for shape in self.shapes:
+                for place in (lambda tensor: tensor, misaligned):
+                    arguments = self.arguments(shape, dtype, "cuda")
+                    for a in self.spec.tensors:
+                        if arguments[a.name] is not None:
+                            arguments[a.name] = place(arguments[a.name]).requires_grad_(self.spec.has_backward)
+                    self.run_once(arguments)
+        torch.cuda.synchronize()
 
     # -- forward -------------------------------------------------------------------------------------
     @on_devices
@@ -150,8 +186,77 @@ class OpSuite:
         arguments = self.arguments(self.shapes[-1], torch.float32, device)
         scalars = {a.name: arguments[a.name] for a in self.spec.scalars}
         tensors = {a.name: arguments[a.name] for a in self.spec.tensors}
-        compiled = torch.compile(self.module(**scalars), fullgraph=True)
+        # On the CPU through aot_eager: the same trace through the Meta kernels and autograd, without
+        # inductor's C++ code generation (seconds a graph on the CPU, and the op is an extern call in it).
+        backend = "inductor" if torch.device(device).type == "cuda" else "aot_eager"
+        compiled = torch.compile(self.module(**scalars), fullgraph=True, backend=backend)
         self.assert_outputs_match(compiled(**tensors), self.reference(**to_float64(arguments)), torch.float32, device)
+
+    # -- streams, graphs, sanitizer, large and multi-GPU inputs -----------------------------------------
+    @on_cuda
+    def test_runs_on_a_side_stream(self, device: str) -> None:
+        arguments = self.arguments(self.shapes[-1], torch.float32, device)
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            actual = self.op(**arguments)  # must launch on `side`, the current stream here
+        torch.cuda.current_stream().wait_stream(side)
+        self.assert_outputs_match(actual, self.reference(**to_float64(arguments)), torch.float32, device)
+
+    @on_cuda
+    def test_forward_replays_in_a_cuda_graph(self, device: str) -> None:
+        arguments = self.arguments(self.shapes[-1], torch.float32, device)
+        side = torch.cuda.Stream()  # warm up off the default stream, as CUDA graph capture asks
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            for _ in range(2):
+                self.op(**arguments)
+        torch.cuda.current_stream().wait_stream(side)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            captured = self.op(**arguments)
+        fresh = self.arguments(self.shapes[-1], torch.float32, device)
+        for a in self.spec.tensors:  # new values in the captured buffers, then replay
+            if arguments[a.name] is not None:
+                arguments[a.name].copy_(fresh[a.name])
+        graph.replay()
+        torch.cuda.synchronize()
+        self.assert_outputs_match(captured, self.reference(**to_float64(arguments)), torch.float32, device)
+
+    @on_cuda
+    @pytest.mark.sanitize
+    @pytest.mark.parametrize("tool", SANITIZER_TOOLS)
+    def test_clean_under_compute_sanitizer(self, device: str, tool: str) -> None:
+        assert_clean_under_sanitizer(tool, type(self).__module__)
+
+    @on_cuda
+    def test_more_than_2_31_elements(self, device: str) -> None:
+        dtype = torch.bfloat16
+        numel = int(torch.Size(self.large_shape).numel())
+        needed = 2 * (len(self.spec.tensors) + 4 * len(self.spec.outputs)) * numel * dtype.itemsize + (1 << 30)
+        free, _ = torch.cuda.mem_get_info()
+        if free < needed:
+            pytest.skip(f"needs {needed / 2**30:.1f} GiB of free GPU memory for {numel:,} elements, {free / 2**30:.1f} GiB free")
+        arguments = self.arguments(self.large_shape, dtype, device)
+        actual = as_tuple(self.op(**arguments))
+        # The reference in the same dtype (float64 copies would not fit), compared on the GPU.
+        expected = as_tuple(self.reference(**arguments))
+        for output, got, want in zip(self.spec.outputs, actual, expected, strict=True):
+            if output.integer:
+                assert torch.equal(got, want), f"output '{output.name}' differs from the reference"
+            else:
+                rtol, atol = self.tolerances[dtype]
+                torch.testing.assert_close(got, want, rtol=rtol, atol=atol, equal_nan=True)
+        del actual, expected
+
+    @requires_two_gpus
+    @pytest.mark.cuda
+    def test_inputs_on_the_second_gpu(self) -> None:
+        with torch.cuda.device(0):  # the current device is not the inputs'
+            arguments = self.arguments(self.shapes[-1], torch.float32, "cuda:1")
+            actual = self.op(**arguments)
+        assert all(out.device == torch.device("cuda:1") for out in as_tuple(actual))
+        self.assert_outputs_match(actual, self.reference(**to_float64(arguments)), torch.float32, "cuda")
 
     # -- refusals --------------------------------------------------------------------------------------
     @on_devices
