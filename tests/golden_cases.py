@@ -1,0 +1,50 @@
+"""The ops whose rendered files tests/golden/ pins: every recipe, and each shape of formula and signature."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from opgen.render import new_op
+from opgen.workspace import Workspace
+
+GOLDEN = Path(__file__).resolve().parent / "golden"
+
+# op name -> keyword arguments of opgen.render.new_op
+CASES: dict[str, dict[str, Any]] = {
+    "softmax": {},
+    "relu": {},
+    "gelu": {},
+    "bitonic_sort": {},
+    "my_op": {"kind": "elementwise"},
+    "row_op": {"kind": "rowwise"},
+    "mish": {"formula": "x*tanh(log(1+exp(x)))"},
+    "relu_scale": {"formula": "max(x, 0)*alpha", "params": ["alpha=1.5"]},
+    "swish_gate": {"formula": "x*sigmoid(y)"},
+    "topk_like": {
+        "signature": "(Tensor x, Tensor? weight, int k, float eps=1e-5, bool largest=True, int[] dims=[0, 1], "
+        "*, float? scale=None) -> (Tensor values, Tensor indices)"
+    },
+    "route": {"signature": "(Tensor logits) -> (Tensor probs, Tensor expert)", "integer_outputs": ["expert"]},
+    "pair_nograd": {"signature": "(Tensor x, Tensor y) -> Tensor", "gradients": False},
+}
+
+
+def render_cases(workspace: Workspace) -> dict[str, Path]:
+    return {name: new_op(name, workspace=workspace, **options) for name, options in CASES.items()}
+
+
+def normalized(path: Path) -> str:
+    """A rendered file's text, less what differs from one render to the next (the snapshot id)."""
+    text = path.read_text()
+    if path.name == ".copier-answers.yml":
+        text = "\n".join(line for line in text.splitlines() if not line.startswith("_commit:")) + "\n"
+    return text
+
+
+def rendered_files(folder: Path) -> dict[str, str]:
+    return {
+        path.relative_to(folder).as_posix(): normalized(path)
+        for path in sorted(folder.rglob("*"))
+        if path.is_file() and "__pycache__" not in path.parts
+    }

@@ -1,0 +1,39 @@
+"""Golden files: what each recipe renders, byte for byte, so a template change shows in review.
+
+After a deliberate template change: `python scripts/update_golden.py`, then read the diff.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+from golden_cases import CASES, GOLDEN, render_cases, rendered_files
+
+from opgen.workspace import Workspace
+
+
+@pytest.fixture(scope="module")
+def rendered(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    return render_cases(Workspace.locate(tmp_path_factory.mktemp("golden") / "generated_ops"))
+
+
+@pytest.mark.parametrize("op", CASES)
+def test_rendered_files_match_the_golden_files(op: str, rendered: dict[str, Path]) -> None:
+    fresh, pinned = rendered_files(rendered[op]), rendered_files(GOLDEN / op)
+    assert sorted(fresh) == sorted(pinned), f"{op}: the rendered files differ; run scripts/update_golden.py"
+    for name, text in fresh.items():
+        assert text == pinned[name], f"{op}/{name} differs from tests/golden; run scripts/update_golden.py"
+
+
+# Jinja's delimiters as a template leaves them ({{ name }}, {% if %}, {# note #}); C++ brace
+# initialisers ({{1, 2}}, {~x, ~y}) are not residue.
+JINJA_RESIDUE = re.compile(r"\{\{ ?[A-Za-z_.]+ ?(\||\}\})|\{%|%\}|\{#|#\}")
+
+
+@pytest.mark.parametrize("op", CASES)
+def test_rendered_files_hold_no_template_residue(op: str, rendered: dict[str, Path]) -> None:
+    for name, text in rendered_files(rendered[op]).items():
+        found = JINJA_RESIDUE.search(text)
+        assert found is None, f"{op}/{name} holds {found.group(0)!r}"
