@@ -9,9 +9,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
-from golden_cases import GOLDEN, render_cases, rendered_files  # noqa: E402
+from golden_cases import GOLDEN, render_cases, rendered_files
 
-from opgen.workspace import Workspace  # noqa: E402
+from opgen.workspace import Workspace
 
 
 def main() -> None:
