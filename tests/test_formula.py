@@ -298,8 +298,8 @@ def test_formula_op_renders_clean_files(workspace: Workspace) -> None:
     assert "recipe: formula" in answers and "formula: max(x, 0)*alpha" in answers
     assert "formula_forward_cpp" in answers and "formula_params" in answers
     tests = (folder / "test_relu_scale.py").read_text()
-    assert 'PARAMS: list[dict[str, Any]] = [{"alpha": 1.5}]' in tests
-    assert "test_bad_alpha" not in tests  # a float has no bad value
+    assert 'params = [{"alpha": 1.5}]' in tests
+    assert "RefusedParamSuite" not in tests  # a float has no bad value
 
 
 def test_binary_formula_op_renders_clean_files(workspace: Workspace) -> None:
@@ -326,7 +326,7 @@ def test_binary_formula_op_renders_clean_files(workspace: Workspace) -> None:
     assert "def swish_gate(x: torch.Tensor, y: torch.Tensor, alpha: float = 2.0) -> torch.Tensor:" in module
     assert "grad_y.sum_to_size(y.shape).to(y.dtype) if ctx.needs_input_grad[1] else None," in module
     tests = (folder / "test_swish_gate.py").read_text()
-    assert "def test_broadcast_backward_sums_to_each_input(" in tests and "def test_opcheck(" in tests
+    assert "class TestSwishGate(BroadcastSuite):" in tests and 'params = [{"alpha": 2.0}]' in tests
     bench = (folder / "bench_swish_gate.py").read_text()
     assert "def backward(grad_output: torch.Tensor, x: torch.Tensor, y: torch.Tensor)" in bench
     assert "inputs=2," in bench and "reference_swish_gate_gradients(grad_output, x, y, **PARAMS)" in bench
@@ -339,7 +339,7 @@ def test_binary_formula_op_renders_clean_files(workspace: Workspace) -> None:
 def test_several_params_all_reach_the_tests(workspace: Workspace) -> None:
     folder = new_op("scaled", workspace=workspace, formula="alpha*x + beta", params=["alpha=2", "beta=-0.5"])
     tests = (folder / "test_scaled.py").read_text()
-    assert 'PARAMS: list[dict[str, Any]] = [{"alpha": 2.0, "beta": -0.5}]' in tests
+    assert 'params = [{"alpha": 2.0, "beta": -0.5}]' in tests
     schema = (folder / "csrc" / "scaled.cpp").read_text()
     assert "float alpha=2.0, float beta=-0.5" in schema
 

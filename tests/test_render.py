@@ -119,21 +119,34 @@ def _test_functions(source: str) -> set[str]:
     }
 
 
+def _test_class_bases(source: str) -> list[str]:
+    (test_class,) = [node for node in ast.parse(source).body if isinstance(node, ast.ClassDef)]
+    return [base.id for base in test_class.bases if isinstance(base, ast.Name)]
+
+
 def test_ops_of_one_and_several_inputs_share_the_robustness_tests(workspace: Workspace) -> None:
-    shared = set(
-        re.findall(r"^def (test_\w+)", (template_dir() / "partials/python/robustness_tests.py.jinja").read_text(), re.M)
-    )
-    assert {"test_nan_and_infinities_propagate_as_in_the_reference", "test_inputs_on_the_second_gpu"} <= shared
+    from opgen.testing import tensor_op_suite as suite
+
+    robustness = {
+        "test_nan_and_infinities_propagate_as_in_the_reference",
+        "test_forward_and_backward_replay_in_a_cuda_graph",
+        "test_clean_under_compute_sanitizer",
+        "test_more_than_2_31_elements",
+        "test_inputs_on_the_second_gpu",
+        "test_ddp_training_step_matches_reference",
+    }
+    for name in robustness:  # written once, inherited by ops of one input and of several
+        assert getattr(suite.OneInputSuite, name) is getattr(suite.BroadcastSuite, name) is getattr(suite.TensorOpSuite, name)
     unary = new_op("relu", workspace=workspace)
     rowwise = new_op("softmax", workspace=workspace)
     binary = new_op("swish_gate", workspace=workspace, formula="x*sigmoid(y)")
-    for folder in (unary, rowwise, binary):
+    expected = {unary: ["OneInputSuite"], rowwise: ["OneInputSuite", "RefusedParamSuite"], binary: ["BroadcastSuite"]}
+    for folder, bases in expected.items():
         source = (folder / f"test_{folder.name}.py").read_text()
-        assert shared <= _test_functions(source), folder.name
-        # One header: the inputs come from the op module, single-input ops are the case of one.
-        assert "from . import INPUTS, " in source and "def make_inputs(" in source
-        second_gpu = source[: source.index("def test_inputs_on_the_second_gpu")].rsplit("\n\n\n", 1)[-1]
-        assert '@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16]' in second_gpu, folder.name
+        assert _test_class_bases(source) == bases, folder.name
+        # The hook that parametrizes the suite by the class's shapes and params.
+        assert "pytest_generate_tests" in source and not _test_functions(source), folder.name
+    assert 'inputs = ("x", "y")' in (binary / "test_swish_gate.py").read_text()
     assert 'INPUTS = ("x",)' in (unary / "__init__.py").read_text()
     assert 'INPUTS = ("x", "y")' in (binary / "__init__.py").read_text()
 
@@ -165,7 +178,7 @@ def test_generated_nan_and_inf_test_fails_every_wrong_output(workspace: Workspac
         for file in (f"test_{rendered.name}.py", "reference.py"):
             shutil.copy(rendered / file, package / file)
         op = rendered.name
-        (cls,) = re.findall(r"^from \. import INPUTS, (\w+), ", (rendered / f"test_{op}.py").read_text(), re.M)
+        (cls,) = re.findall(r"^from \. import (\w+), \w+$", (rendered / f"test_{op}.py").read_text(), re.M)
         (package / "__init__.py").write_text(
             f"import torch\n\nINPUTS = ('x',)\n\n\ndef {op}(x):\n    return {body}\n\n\n"
             f"class {cls}(torch.nn.Module):\n    def forward(self, x):\n        return {op}(x)\n"

@@ -31,7 +31,7 @@ def my_op(x: torch.Tensor) -> torch.Tensor:
     return torch.ops.generated_ops.my_op.default(x)
 
 
-class Myop(torch.nn.Module):
+class MyOp(torch.nn.Module):
     """``my_op`` as a module."""
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:

@@ -32,7 +32,7 @@ def relu_scale(x: torch.Tensor, alpha: float = 1.5) -> torch.Tensor:
     return torch.ops.generated_ops.relu_scale.default(x, alpha)
 
 
-class Reluscale(torch.nn.Module):
+class ReluScale(torch.nn.Module):
     """``relu_scale`` as a module."""
 
     def __init__(self, alpha: float = 1.5) -> None:

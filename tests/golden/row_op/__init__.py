@@ -31,7 +31,7 @@ def row_op(x: torch.Tensor) -> torch.Tensor:
     return torch.ops.generated_ops.row_op.default(x)
 
 
-class Rowop(torch.nn.Module):
+class RowOp(torch.nn.Module):
     """``row_op`` as a module."""
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:

@@ -36,7 +36,7 @@ def swish_gate(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     return torch.ops.generated_ops.swish_gate.default(x, y)
 
 
-class Swishgate(torch.nn.Module):
+class SwishGate(torch.nn.Module):
     """``swish_gate`` as a module."""
 
     def forward(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:

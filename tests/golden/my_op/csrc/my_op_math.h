@@ -20,7 +20,7 @@ namespace my_op_math {
 // EDIT HERE: the op's math, one element at a time, in float (or double). The placeholder
 // computes y = x * x. Use std:: math functions (std::exp, std::tanh, ...): they compile for
 // both the CPU and the GPU.
-struct MyopForward {
+struct MyOpForward {
   template <typename T>
   C10_HOST_DEVICE T operator()(T x) const {
     return x * x;
@@ -29,7 +29,7 @@ struct MyopForward {
 
 // EDIT HERE: the gradient, dL/dx = dL/dy * dy/dx, from the incoming gradient and the input.
 // For the placeholder y = x * x, dy/dx = 2 x.
-struct MyopBackward {
+struct MyOpBackward {
   template <typename T>
   C10_HOST_DEVICE T operator()(T grad_output, T x) const {
     return grad_output * T(2) * x;
@@ -38,12 +38,12 @@ struct MyopBackward {
 
 template <typename scalar_t, typename Run>
 void with_forward(Run&& run) {
-  run(MyopForward{});
+  run(MyOpForward{});
 }
 
 template <typename scalar_t, typename Run>
 void with_backward(Run&& run) {
-  run(MyopBackward{});
+  run(MyOpBackward{});
 }
 
 }  // namespace my_op_math

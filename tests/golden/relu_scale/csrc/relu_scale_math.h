@@ -23,7 +23,7 @@ namespace relu_scale_math {
 // subexpressions shared); rerun `opgen new relu_scale --formula ... --force` to change them.
 
 template <bool kFast>
-struct ReluscaleForward {
+struct ReluScaleForward {
   double alpha;
 
   template <typename T>
@@ -34,7 +34,7 @@ struct ReluscaleForward {
 
 // d/dx of the formula, times the incoming gradient.
 template <bool kFast>
-struct ReluscaleBackward {
+struct ReluScaleBackward {
   double alpha;
 
   template <typename T>
@@ -45,12 +45,12 @@ struct ReluscaleBackward {
 
 template <typename scalar_t, typename Run>
 void with_forward(double alpha, Run&& run) {
-  run(ReluscaleForward<opgen::is_16bit_float<scalar_t>()>{alpha});
+  run(ReluScaleForward<opgen::is_16bit_float<scalar_t>()>{alpha});
 }
 
 template <typename scalar_t, typename Run>
 void with_backward(double alpha, Run&& run) {
-  run(ReluscaleBackward<opgen::is_16bit_float<scalar_t>()>{alpha});
+  run(ReluScaleBackward<opgen::is_16bit_float<scalar_t>()>{alpha});
 }
 
 }  // namespace relu_scale_math

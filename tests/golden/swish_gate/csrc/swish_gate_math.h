@@ -24,7 +24,7 @@ namespace swish_gate_math {
 // subexpressions shared); rerun `opgen new swish_gate --formula ... --force` to change them.
 
 template <bool kFast>
-struct SwishgateForward {
+struct SwishGateForward {
 
   template <typename T>
   C10_HOST_DEVICE T operator()(T x, T y) const {
@@ -35,7 +35,7 @@ struct SwishgateForward {
 // The gradient of every input (d/dx, d/dy of the formula, times the incoming
 // gradient), in one pass: the kernels write value k to input k's gradient.
 template <bool kFast>
-struct SwishgateBackward {
+struct SwishGateBackward {
 
   template <typename T>
   C10_HOST_DEVICE opgen::Results<T, 2> operator()(T grad_output, T x, T y) const {
@@ -45,12 +45,12 @@ struct SwishgateBackward {
 
 template <typename scalar_t, typename Run>
 void with_forward(Run&& run) {
-  run(SwishgateForward<opgen::is_16bit_float<scalar_t>()>{});
+  run(SwishGateForward<opgen::is_16bit_float<scalar_t>()>{});
 }
 
 template <typename scalar_t, typename Run>
 void with_backward(Run&& run) {
-  run(SwishgateBackward<opgen::is_16bit_float<scalar_t>()>{});
+  run(SwishGateBackward<opgen::is_16bit_float<scalar_t>()>{});
 }
 
 }  // namespace swish_gate_math
