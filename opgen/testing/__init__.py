@@ -34,9 +34,12 @@ def random_tensor(
     shape: Sequence[int], dtype: torch.dtype, device: str, *, scale: float = 3.0, generator_seed: int | None = None
 ) -> torch.Tensor:
     """Fresh normal values times ``scale``: never all zero, signs mixed, a few large entries."""
-    generator = torch.Generator().manual_seed(generator_seed) if generator_seed is not None else None
-    values = torch.randn(tuple(shape), dtype=torch.float64, generator=generator) * scale
-    return values.to(dtype=dtype, device=device)
+    if generator_seed is not None:  # reproducible: drawn on the CPU, whatever the device
+        generator = torch.Generator().manual_seed(generator_seed)
+        values = torch.randn(tuple(shape), dtype=torch.float64, generator=generator) * scale
+        return values.to(dtype=dtype, device=device)
+    # On the device itself: drawing 2^31 values on the CPU takes minutes, on a GPU milliseconds.
+    return (torch.randn(tuple(shape), dtype=torch.float64, device=device) * scale).to(dtype)
 
 
 def non_contiguous(tensor: torch.Tensor) -> torch.Tensor:
