@@ -49,6 +49,55 @@ class Workload:
     bytes_moved: int
 
 
+# Flat tensors of 1 MiB to 1 GiB each on a GPU, whatever the dtype (the L2 is 50-60 MB, so the
+# large ones stream from device memory); smaller on the CPU.
+FLAT_TENSOR_BYTES = {"cuda": [2**20, 2**24, 2**28, 2**30], "cpu": [2**18, 2**22]}
+# Row lengths from short (several rows per warp) to very long (a row bigger than one block can
+# hold), at a fixed size of each tensor in bytes, whatever its dtype: 256 MiB on a GPU (2^26
+# float32 or 2^27 bfloat16 values), far above its L2.
+ROW_LENGTHS = [128, 1024, 4096, 16384, 65536, 262144]
+ROWS_TENSOR_BYTES = {"cuda": 2**28, "cpu": 2**22}
+
+
+def flat_shapes(element_bytes: int, device: str) -> list[tuple[int, ...]]:
+    return [(size // element_bytes,) for size in FLAT_TENSOR_BYTES[device]]
+
+
+def row_shapes(element_bytes: int, device: str) -> list[tuple[int, ...]]:
+    total = ROWS_TENSOR_BYTES[device] // element_bytes
+    return [(total // row_length, row_length) for row_length in ROW_LENGTHS if row_length <= total]
+
+
+def tensor_workloads(
+    shapes: Callable[[int, str], Sequence[tuple[int, ...]]], dtype: torch.dtype, device: str, reads: int, writes: int
+) -> list[Workload]:
+    """One workload per shape; a pass reads ``reads`` tensors of the shape and writes ``writes``."""
+
+    def make(shape: Sequence[int]) -> tuple[torch.Tensor, ...]:
+        return tuple(torch.randn(*shape, device=device, dtype=torch.float32).to(dtype) * 3 for _ in range(reads))
+
+    element_bytes = torch.empty((), dtype=dtype).element_size()
+    return [
+        Workload(
+            label="x".join(map(str, shape)),
+            numel=math.prod(shape),
+            make_inputs=functools.partial(make, shape),
+            bytes_moved=math.prod(shape) * element_bytes * (reads + writes),
+        )
+        for shape in shapes(element_bytes, device)
+    ]
+
+
+def flat_workloads(dtype: torch.dtype, device: str, reads: int, writes: int) -> list[Workload]:
+    """The workloads of an elementwise op: flat tensors (FLAT_TENSOR_BYTES)."""
+    return tensor_workloads(flat_shapes, dtype, device, reads, writes)
+
+
+def row_workloads(dtype: torch.dtype, device: str, reads: int, writes: int) -> list[Workload]:
+    """The workloads of an op over the last dimension: 2-d tensors of ROW_LENGTHS."""
+    return tensor_workloads(row_shapes, dtype, device, reads, writes)
+
+
 @dataclass
 class Measurement:
     """One contender on one workload."""

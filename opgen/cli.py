@@ -19,7 +19,7 @@ from rich.text import Text
 from opgen import __version__
 from opgen.build import BuildReport, build_ops, progress_display
 from opgen.doctor import run_doctor
-from opgen.errors import BuildFailed, OpgenError, RemovalNotConfirmed, UpdateConflicts
+from opgen.errors import BuildFailed, OpgenError, RemovalNotConfirmed, UpdateCannotCarryOver, UpdateConflicts
 from opgen.inventory import Removal, list_ops, remove_op
 from opgen.jit import jit_load
 from opgen.recipes import KNOWN_RECIPES, Kind
@@ -41,6 +41,8 @@ app = typer.Typer(
 )
 out = Console(highlight=False)
 err = Console(stderr=True, highlight=False)
+# `opgen update` shows an edit it cannot carry over up to this many diff lines: enough to see what to undo.
+_EDIT_LINES_SHOWN = 40
 
 WorkspaceOption = Annotated[
     Path | None,
@@ -453,6 +455,9 @@ def update(
     """
     try:
         report = update_ops(Workspace.locate(workspace), ops or (), dry_run=dry_run)
+    except UpdateCannotCarryOver as error:
+        _print_stranded_edits(error)
+        _fail(error)
     except OpgenError as error:
         _fail(error)
     marks = {"modified": "M", "added": "A", "deleted": "D"}
@@ -468,8 +473,6 @@ def update(
             conflict = "  [bold red]conflict[/]" if change.conflict else ""
             counts = f"+{change.added_lines} -{change.removed_lines}"
             out.print(f"  {marks[change.status]} {escape(change.path)}  {counts}{conflict}")
-        for path in folder.kept:
-            out.print(f"  [yellow]kept[/] {escape(path)}: the new template no longer renders it, but you had edited it")
     if report.dry_run:
         would_conflict = f" ({len(report.conflicts)} file(s) would hold conflicts)" if report.conflicts else ""
         out.print(f"dry run: nothing written{would_conflict}")
@@ -477,6 +480,17 @@ def update(
         _fail(UpdateConflicts(files=report.conflicts))
     elif report.changes:
         out.print(f"next: opgen build {' '.join(ops or [])}".rstrip())
+
+
+def _print_stranded_edits(error: UpdateCannotCarryOver) -> None:
+    """Each file whose edit cannot carry over, why, and the edit (so that it can be undone and redone)."""
+    for path, why in error.files.items():
+        out.print(f"[bold yellow]cannot carry over[/] {escape(path)}: {why}; your edit:", soft_wrap=True)
+        lines = error.edits.get(path, "").splitlines()
+        for line in lines[:_EDIT_LINES_SHOWN]:
+            out.print(Text(f"    {line}", style="dim"), soft_wrap=True)
+        if len(lines) > _EDIT_LINES_SHOWN:
+            out.print(f"    [dim]... {len(lines) - _EDIT_LINES_SHOWN} more line(s)[/]")
 
 
 @app.command()

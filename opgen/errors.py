@@ -7,7 +7,7 @@ input (nothing was done), 1 for a failure of the work itself (a build, a test ru
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 
@@ -198,7 +198,9 @@ class UpdateFailed(OpgenError):
     """copier's update (or git under it) failed; nothing in the workspace was changed."""
 
     def __init__(self, *, what: str, reason: str, hint: str = "") -> None:
-        self.hint = hint or "nothing was changed; this is likely a bug in opgen: please report it with the command you ran"
+        self.hint = (
+            hint or "nothing was changed; this is likely a bug in opgen: please report it with the command you ran"
+        )
         super().__init__(f"could not update {what}: {reason}")
 
 
@@ -213,4 +215,25 @@ class UpdateConflicts(OpgenError):
         )
         super().__init__(
             f"{len(self.files)} file(s) hold conflicts between your edits and the template's: {', '.join(self.files)}"
+        )
+
+
+class UpdateCannotCarryOver(OpgenError):
+    """`opgen update` found edits the current template has no place for, so it changed nothing.
+
+    ``files`` says for each file (relative to the workspace) why; ``edits`` holds the user's edit
+    of it, a unified diff from what opgen rendered, so that it can be undone and redone.
+    """
+
+    def __init__(self, *, files: Mapping[str, str], edits: Mapping[str, str]) -> None:
+        self.files = dict(files)
+        self.edits = dict(edits)
+        self.hint = (
+            "for each file: undo your edit (the diff above; or delete the file if the template no longer renders "
+            "it), run `opgen update` again, then redo the edit where the updated op keeps that code; "
+            "to update the other ops meanwhile, name them (`opgen update OP ...`)"
+        )
+        super().__init__(
+            f"{len(self.files)} edit(s) cannot carry over to the current template, so nothing was changed: "
+            + ", ".join(self.files)
         )

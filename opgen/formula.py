@@ -750,8 +750,17 @@ def _without_outer_parentheses(text: str) -> str:
     return text[1:-1] if text.startswith("(") and text.endswith(")") else text
 
 
+def formula_answers(formula: Formula) -> dict[str, Any]:
+    """What a formula op records in its answers: the formula, its inputs and params (never code)."""
+    return {
+        "formula": formula.text,
+        "formula_inputs": list(formula.inputs),
+        "formula_params": [{"name": p.name, "default": p.default} for p in formula.params],
+    }
+
+
 def render_formula(formula: Formula) -> dict[str, Any]:
-    """The copier answers of a formula op: the formula's code in C++ and PyTorch, and its params.
+    """The formula's code in C++ and PyTorch, printed at every render of its op (opgen.jinja_ext).
 
     The backward computes the gradients of every input in one pass: one set of common
     subexpressions for all of them, returned together (``opgen::Results``) when there are several.
@@ -770,10 +779,7 @@ def render_formula(formula: Formula) -> dict[str, Any]:
     reference_lines, (reference,) = _statements([formula.expr], torch_printer, "")
     gradient_lines, gradients = _statements(derivatives, torch_printer, "")
     return {
-        "formula": formula.text,
         "formula_display": _without_outer_parentheses(DisplayPrinter()(formula.expr)),
-        "formula_inputs": list(formula.inputs),
-        "formula_params": [{"name": p.name, "default": p.default} for p in formula.params],
         "formula_forward_cpp": "\n".join([*(line + ";" for line in forward_lines), f"return {forward};"]),
         "formula_backward_cpp": "\n".join([*(line + ";" for line in backward_lines), backward_return]),
         "formula_reference_py": "\n".join([*reference_lines, f"return {reference}"]),

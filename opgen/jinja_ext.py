@@ -1,7 +1,8 @@
 """The Jinja extension the template loads (copier's ``_jinja_extensions``).
 
 It gives templates the ``op_spec`` filter, which turns the ``spec`` answer (plain data in the
-answers file) back into an :class:`opgen.spec.OpSpec`: templates read the op's interface from its
+answers file) back into an :class:`opgen.spec.OpSpec`, and ``formula_code``, which prints a formula
+op's code from its recorded formula (opgen.formula): templates read the op's interface from its
 typed description, never from strings printed ahead of time, so `opgen update` re-renders an op
 with whatever the current opgen prints.
 """
@@ -20,7 +21,16 @@ class OpSpecExtension(Extension):
     def __init__(self, environment: Environment) -> None:
         super().__init__(environment)
         environment.filters["op_spec"] = _op_spec
+        environment.filters["formula_code"] = _formula_code
 
 
 def _op_spec(data: Any) -> OpSpec:
     return data if isinstance(data, OpSpec) else OpSpec.from_answers(data)
+
+
+def _formula_code(formula: str, params: list[dict[str, Any]]) -> dict[str, Any]:
+    """A formula op's code, printed from its recorded formula and params (opgen.formula)."""
+    # Imported here: sympy takes a moment to load, and only formula ops need it.
+    from opgen.formula import Param, parse_formula, render_formula
+
+    return render_formula(parse_formula(formula, [Param(p["name"], float(p["default"])) for p in params]))

@@ -188,15 +188,15 @@ def render_workspace(workspace: Workspace) -> None:
 
 
 def _formula_answers(formula: str, params: Sequence[str], kind: Kind | None) -> dict[str, Any]:
-    """The formula recipe's copier answers: the formula parsed, differentiated and printed as code."""
+    """The formula recipe's copier answers: the formula, checked by parsing it, its inputs and params."""
     # Imported here: sympy takes a moment to load, and only formula ops need it.
-    from opgen.formula import parse_formula, parse_param, render_formula
+    from opgen.formula import formula_answers, parse_formula, parse_param
 
     if kind not in (None, FORMULA.kind):
         raise InvalidFormula(
             formula=formula, reason=f"a formula renders an {FORMULA.kind} op, not {kind}", hint="drop --kind"
         )
-    return render_formula(parse_formula(formula, [parse_param(text) for text in params]))
+    return formula_answers(parse_formula(formula, [parse_param(text) for text in params]))
 
 
 def _signature_answers(

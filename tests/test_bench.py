@@ -1,4 +1,4 @@
-"""opgen.bench: how short GPU calls are sampled, so their medians are not a clock tick apart."""
+"""opgen.bench: how short GPU calls are sampled (so their medians are not a clock tick apart) and the workloads."""
 
 from __future__ import annotations
 
@@ -8,7 +8,9 @@ import statistics
 import time
 
 import pytest
+import torch
 
+from opgen import bench
 from opgen.bench import (
     MAX_CALLS_PER_SAMPLE,
     ROUNDS,
@@ -70,3 +72,21 @@ def test_contenders_take_turns_and_the_slower_one_reads_slower() -> None:
     warm_up = ["fast"] * 3 + ["slow"] * 3  # one untimed call and two timed, each
     per_round = 10 // ROUNDS
     assert calls == warm_up + (["fast"] * per_round + ["slow"] * per_round) * ROUNDS
+
+
+def test_workloads_size_each_tensor_in_bytes_whatever_its_dtype() -> None:
+    # The sizes are bytes: a bfloat16 tensor holds twice the values of a float32 one.
+    for dtype in (torch.float32, torch.bfloat16, torch.float64):
+        size = torch.empty((), dtype=dtype).element_size()
+        rows = bench.row_shapes(size, "cuda")
+        assert {math.prod(shape) * size for shape in rows} == {2**28}
+        assert [shape[-1] for shape in rows] == [128, 1024, 4096, 16384, 65536, 262144]
+        assert [math.prod(shape) * size for shape in bench.flat_shapes(size, "cuda")] == [2**20, 2**24, 2**28, 2**30]
+
+
+def test_a_workload_moves_each_tensor_once_and_draws_fresh_inputs() -> None:
+    (small, *_) = bench.flat_workloads(torch.bfloat16, "cpu", reads=2, writes=1)
+    assert small.numel == 2**17 and small.bytes_moved == 3 * 2**18
+    first, second = small.make_inputs(), small.make_inputs()
+    assert len(first) == 2 and first[0].dtype == torch.bfloat16 and first[0].shape == (2**17,)
+    assert not torch.equal(first[0], second[0]) and bool(first[0].ne(0).any())

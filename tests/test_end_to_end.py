@@ -93,27 +93,6 @@ def test_bench_on_cpu_writes_the_documented_json(
         assert measurement["direction"] in {"forward", "backward"}
 
 
-def test_bench_sizes_each_tensor_in_bytes_whatever_its_dtype(
-    built: tuple[Path, subprocess.CompletedProcess[str]],
-) -> None:
-    # The issue's sizes are bytes: a bfloat16 tensor holds twice the values of a float32 one.
-    root, _ = built
-    script = """
-import torch
-from generated_ops.gelu import bench_gelu as flat
-from generated_ops.softmax import bench_softmax as rows
-for dtype in (torch.float32, torch.bfloat16, torch.float64):
-    size = torch.empty((), dtype=dtype).element_size()
-    print(sorted({torch.Size(s).numel() * size for s in rows.shapes(size, "cuda")}),
-          [s[-1] for s in rows.shapes(size, "cuda")],
-          [torch.Size(s).numel() * size for s in flat.shapes(size, "cuda")])
-"""
-    result = subprocess.run([sys.executable, "-W", "ignore", "-c", script], cwd=root, capture_output=True, text=True)
-    assert result.returncode == 0, result.stderr
-    expected = f"[{2**28}] [128, 1024, 4096, 16384, 65536, 262144] [{2**20}, {2**24}, {2**28}, {2**30}]"
-    assert result.stdout.splitlines() == [expected] * 3
-
-
 def test_a_broken_op_fails_alone_with_its_first_error(built: tuple[Path, subprocess.CompletedProcess[str]]) -> None:
     root, _ = built
     assert opgen("new", "broken", cwd=root).returncode == 0

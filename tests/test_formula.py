@@ -296,7 +296,8 @@ def test_formula_op_renders_clean_files(workspace: Workspace) -> None:
     assert "def relu_scale(x: torch.Tensor, alpha: float = 1.5)" in module
     answers = (folder / ".copier-answers.yml").read_text()
     assert "recipe: formula" in answers and "formula: max(x, 0)*alpha" in answers
-    assert "formula_forward_cpp" in answers and "formula_params" in answers
+    # The formula is recorded, not code printed from it: `opgen update` re-prints it.
+    assert "formula_params" in answers and "formula_forward_cpp" not in answers and "opgen::" not in answers
     tests = (folder / "test_relu_scale.py").read_text()
     assert 'params = [{"alpha": 1.5}]' in tests
     assert "RefusedParamSuite" not in tests  # a float has no bad value
@@ -315,24 +316,23 @@ def test_binary_formula_op_renders_clean_files(workspace: Workspace) -> None:
         'm.def("swish_gate_backward(Tensor grad_output, Tensor x, Tensor y, float alpha=2.0) -> (Tensor, Tensor)");'
         in schema
     )
-    for kernel in ("swish_gate_cpu.cpp", "swish_gate_cuda.cu"):
+    for kernel, device in (("swish_gate_cpu.cpp", "OnCpu"), ("swish_gate_cuda.cu", "OnCuda")):
         source = (folder / "csrc" / kernel).read_text()
-        assert 'opgen::broadcast_inputs({x, y}, {"x", "y"}, OPGEN_OP)' in source
-        assert "std::tuple<at::Tensor, at::Tensor> swish_gate_backward_" in source
-        assert "<scalar_t>(grads, backward, grad, broadcast.inputs[0], broadcast.inputs[1]);" in source
+        assert f'opgen::elementwise_forward<opgen::{device}, Functors>("swish_gate", {{"x", "y"}}, {{x, y}}, alpha)' in source
+        assert "[](const at::Tensor& grad_output, const at::Tensor& x, const at::Tensor& y, double alpha)" in source
     math = (folder / "csrc" / "swish_gate_math.h").read_text()
     assert "opgen::Results<T, 2> operator()(T grad_output, T x, T y) const" in math
     module = (folder / "__init__.py").read_text()
     assert "def swish_gate(x: torch.Tensor, y: torch.Tensor, alpha: float = 2.0) -> torch.Tensor:" in module
-    assert "grad_y.sum_to_size(y.shape).to(y.dtype) if ctx.needs_input_grad[1] else None," in module
+    assert 'INPUTS = ("x", "y")' in module and 'register_tensor_op("swish_gate", INPUTS)' in module
     tests = (folder / "test_swish_gate.py").read_text()
     assert "class TestSwishGate(BroadcastSuite):" in tests and 'params = [{"alpha": 2.0}]' in tests
     bench = (folder / "bench_swish_gate.py").read_text()
-    assert "def backward(grad_output: torch.Tensor, x: torch.Tensor, y: torch.Tensor)" in bench
-    assert "inputs=2," in bench and "reference_swish_gate_gradients(grad_output, x, y, **PARAMS)" in bench
-    # A unary op keeps the direct path: no broadcasting, one gradient.
+    assert "backward=functools.partial(torch.ops.generated_ops.swish_gate_backward, **PARAMS)" in bench
+    assert "inputs=2," in bench and "functools.partial(reference_swish_gate_gradients, **PARAMS)" in bench
+    # A unary op: one input, one gradient.
     unary = new_op("relu_scale", workspace=workspace, formula="max(x, 0)*alpha", params=["alpha=1.5"])
-    assert "broadcast" not in (unary / "csrc" / "relu_scale_cpu.cpp").read_text()
+    assert '("relu_scale", {"x"}, {x}, alpha)' in (unary / "csrc" / "relu_scale_cpu.cpp").read_text()
     assert "Results" not in (unary / "csrc" / "relu_scale_math.h").read_text()
 
 

@@ -52,7 +52,7 @@ def test_rendered_code_is_clean(workspace: Workspace, name: str, kind: str | Non
 
 
 def test_cuda_source_follows_the_kernel_rules(workspace: Workspace) -> None:
-    for name in ("softmax", "gelu", "row_op"):
+    for name in ("softmax", "row_op"):
         kind = "rowwise" if name == "row_op" else None
         csrc = new_op(name, kind=kind, workspace=workspace) / "csrc"  # type: ignore[arg-type]
         kernels = (csrc / f"{name}_cuda.cu").read_text()
@@ -65,13 +65,24 @@ def test_cuda_source_follows_the_kernel_rules(workspace: Workspace) -> None:
     softmax_kernels = (workspace.path / "softmax/csrc/softmax_cuda.cu").read_text()
     for heavy in ("<ATen/core/Tensor.h>", "<torch/library.h>", "<torch/extension.h>"):
         assert heavy not in softmax_kernels
+    # Elementwise ops register the shared host code (opgen/elementwise_op.h) on the CUDA device,
+    # whose checks, guard and dispatch live once in the workspace's headers.
+    gelu = (new_op("gelu", workspace=workspace) / "csrc" / "gelu_cuda.cu").read_text()
+    assert "TORCH_LIBRARY_IMPL(generated_ops, CUDA, m)" in gelu
+    assert "opgen::elementwise_forward<opgen::OnCuda, Functors>" in gelu
+    assert "opgen::elementwise_backward<opgen::OnCuda, Functors>" in gelu
+    include = workspace.path / "include" / "opgen"
+    host = (include / "elementwise_op.h").read_text()
+    assert "AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16" in host and "Device::Guard" in host
+    device = (include / "elementwise.cuh").read_text()
+    assert "using Guard = c10::cuda::CUDAGuard;" in device and "check_cuda(t, op, arg)" in device
 
 
 def test_skeletons_mark_the_places_to_edit(workspace: Workspace) -> None:
     elementwise = new_op("my_op", workspace=workspace)
     rowwise = new_op("row_op", kind="rowwise", workspace=workspace)
-    for path in [elementwise / "csrc/my_op_math.h", elementwise / "csrc/my_op_cuda.cu", elementwise / "csrc/my_op_cpu.cpp",
-                 elementwise / "reference.py", rowwise / "csrc/row_op_cuda.cu", rowwise / "csrc/row_op_cpu.cpp",
+    # The elementwise skeleton's kernels are the shared ones: its math header is the place to edit.
+    for path in [elementwise / "csrc/my_op_math.h", elementwise / "reference.py", rowwise / "csrc/row_op_cuda.cu", rowwise / "csrc/row_op_cpu.cpp",
                  rowwise / "reference.py"]:  # fmt: skip
         assert "EDIT HERE" in path.read_text(), path
 

@@ -13,6 +13,14 @@ import torch
 
 FLOAT_DTYPES: tuple[torch.dtype, ...] = (torch.float32, torch.float64, torch.float16, torch.bfloat16)
 
+# (rtol, atol) against the float64 reference: a few units in the last place of each dtype.
+DEFAULT_TOLERANCES: dict[torch.dtype, tuple[float, float]] = {
+    torch.float64: (1e-7, 1e-9),
+    torch.float32: (1e-5, 1e-6),
+    torch.float16: (2e-3, 1e-3),
+    torch.bfloat16: (1.6e-2, 1e-2),
+}
+
 NO_GPU_REASON = "no CUDA GPU found (torch.cuda.is_available() is False): CUDA tests run on a GPU machine"
 
 requires_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason=NO_GPU_REASON)

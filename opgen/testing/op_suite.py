@@ -22,6 +22,7 @@ import yaml
 
 from opgen.spec import Argument, OpSpec
 from opgen.testing import (
+    DEFAULT_TOLERANCES,
     DEVICES,
     FLOAT_DTYPES,
     assert_close,
@@ -34,14 +35,6 @@ from opgen.testing.sanitizer import TOOLS as SANITIZER_TOOLS
 from opgen.testing.sanitizer import assert_clean_under_sanitizer
 
 ANSWERS_FILE = ".copier-answers.yml"
-
-# (rtol, atol) against the float64 reference: a few units in the last place of each dtype.
-DEFAULT_TOLERANCES: dict[torch.dtype, tuple[float, float]] = {
-    torch.float64: (1e-7, 1e-9),
-    torch.float32: (1e-5, 1e-6),
-    torch.float16: (2e-3, 1e-3),
-    torch.bfloat16: (1.6e-2, 1e-2),
-}
 
 on_devices = pytest.mark.parametrize("device", DEVICES)
 on_cuda = pytest.mark.parametrize("device", [case for case in DEVICES if case.id == "cuda"])

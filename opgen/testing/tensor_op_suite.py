@@ -24,6 +24,7 @@ import pytest
 import torch
 
 from opgen.testing import (
+    DEFAULT_TOLERANCES,
     DEVICES,
     FLOAT_DTYPES,
     assert_close,
@@ -38,14 +39,6 @@ from opgen.testing.sanitizer import TOOLS as SANITIZER_TOOLS
 from opgen.testing.sanitizer import assert_clean_under_sanitizer
 
 Shapes = tuple[int, ...] | Sequence[tuple[int, ...]]
-
-# (rtol, atol) against the float64 reference: a few units in the last place of each dtype.
-DEFAULT_TOLERANCES: dict[torch.dtype, tuple[float, float]] = {
-    torch.float64: (1e-7, 1e-9),
-    torch.float32: (1e-5, 1e-6),
-    torch.float16: (2e-3, 1e-3),
-    torch.bfloat16: (1.6e-2, 1e-2),
-}
 
 # Shapes that broadcast: input k takes pattern[k % len(pattern)]. Size-1 dimensions on either
 # side, missing leading dimensions, 0-d and empty tensors.

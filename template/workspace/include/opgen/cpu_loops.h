@@ -5,6 +5,7 @@
 #include <ATen/OpMathType.h>
 #include <ATen/Parallel.h>
 #include <ATen/core/Tensor.h>
+#include <c10/core/Device.h>
 
 #include <algorithm>
 #include <array>
@@ -52,6 +53,27 @@ void elementwise(const at::Tensor& out, Fn fn, const Tensors&... inputs) {
   };
   elementwise<T>(std::array<at::Tensor, 1>{out}, one_result, inputs...);
 }
+
+}  // namespace opgen::cpu
+
+namespace opgen {
+
+// The CPU as a device of the shared elementwise host code (opgen/elementwise_op.h).
+struct OnCpu {
+  struct Guard {
+    explicit Guard(c10::Device) {}  // nothing to select on the CPU
+  };
+  // The dispatcher sends only CPU tensors to a CPU kernel: nothing to check.
+  static void check(const at::Tensor&, const char*, const char*) {}
+  template <typename T, typename Out, typename Fn, typename... Tensors>
+  static void launch(const Out& out, Fn fn, const Tensors&... inputs) {
+    cpu::elementwise<T>(out, fn, inputs...);
+  }
+};
+
+}  // namespace opgen
+
+namespace opgen::cpu {
 
 // Calls fn(row) for every row in [0, rows), in parallel, with chunks of about kElementGrain
 // elements so that short rows are batched and long rows still spread over threads.

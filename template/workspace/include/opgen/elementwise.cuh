@@ -7,6 +7,7 @@
 
 #include <ATen/OpMathType.h>
 #include <ATen/core/Tensor.h>
+#include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 
 #include <array>
@@ -16,6 +17,7 @@
 #include <type_traits>
 #include <utility>
 
+#include "opgen/checks.h"
 #include "opgen/launch.cuh"
 #include "opgen/results.h"
 #include "opgen/vec.cuh"
@@ -161,5 +163,15 @@ template <typename T, typename Fn, typename... Tensors>
 void launch_elementwise(const at::Tensor& out, Fn fn, const Tensors&... inputs) {
   launch_elementwise<T>(std::array<at::Tensor, 1>{out}, fn, inputs...);
 }
+
+// A CUDA GPU as a device of the shared elementwise host code (opgen/elementwise_op.h).
+struct OnCuda {
+  using Guard = c10::cuda::CUDAGuard;
+  static void check(const at::Tensor& t, const char* op, const char* arg) { check_cuda(t, op, arg); }
+  template <typename T, typename Out, typename Fn, typename... Tensors>
+  static void launch(const Out& out, Fn fn, const Tensors&... inputs) {
+    launch_elementwise<T>(out, fn, inputs...);
+  }
+};
 
 }  // namespace opgen

@@ -124,4 +124,19 @@ C10_HOST_DEVICE T minimum(T a, T b) {
   return (b > a || a != a) ? a : b;
 }
 
+// A formula op's Functors (opgen/elementwise_op.h): its forward and backward functor templates,
+// kFast for 16-bit storage types, with the op's params as their members in order.
+template <template <bool> class Forward, template <bool> class Backward>
+struct Functors {
+  template <typename scalar_t, typename Run, typename... Params>
+  static void forward(Run&& run, const Params&... params) {
+    run(Forward<is_16bit_float<scalar_t>()>{params...});
+  }
+
+  template <typename scalar_t, typename Run, typename... Params>
+  static void backward(Run&& run, const Params&... params) {
+    run(Backward<is_16bit_float<scalar_t>()>{params...});
+  }
+};
+
 }  // namespace opgen::formula

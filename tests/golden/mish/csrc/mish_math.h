@@ -2,16 +2,11 @@
 // The math of mish: x * tanh(softplus(x)) elementwise, from a formula with its derived gradient.
 // Written once for both kernels: the CPU kernel and the CUDA kernel call these functors on every
 // element, in float for float16/bfloat16 inputs (double for double), so both round alike.
-// with_forward / with_backward pick the functor for the op's arguments and storage type
-// (scalar_t), and hand it to the kernel launcher `run`.
 #pragma once
 
 #include <c10/macros/Macros.h>
-#include <c10/util/Exception.h>
-#include <c10/util/string_view.h>
 
 #include <cmath>
-#include <type_traits>
 
 #include "opgen/fast_math.h"
 #include "opgen/formula_math.h"
@@ -24,7 +19,6 @@ namespace mish_math {
 
 template <bool kFast>
 struct MishForward {
-
   template <typename T>
   C10_HOST_DEVICE T operator()(T x) const {
     return (x * opgen::formula::tanh<kFast>(opgen::formula::softplus<kFast>(x)));
@@ -34,7 +28,6 @@ struct MishForward {
 // d/dx of the formula, times the incoming gradient.
 template <bool kFast>
 struct MishBackward {
-
   template <typename T>
   C10_HOST_DEVICE T operator()(T grad_output, T x) const {
     const T _t0 = opgen::formula::softplus<kFast>(x);
@@ -42,14 +35,7 @@ struct MishBackward {
   }
 };
 
-template <typename scalar_t, typename Run>
-void with_forward(Run&& run) {
-  run(MishForward<opgen::is_16bit_float<scalar_t>()>{});
-}
-
-template <typename scalar_t, typename Run>
-void with_backward(Run&& run) {
-  run(MishBackward<opgen::is_16bit_float<scalar_t>()>{});
-}
+// The functors for the storage type and the op's params (opgen/formula_math.h).
+using Functors = opgen::formula::Functors<MishForward, MishBackward>;
 
 }  // namespace mish_math

@@ -2,18 +2,9 @@
 // The math of relu: max(x, 0) elementwise, as torch.relu.
 // Written once for both kernels: the CPU kernel and the CUDA kernel call these functors on every
 // element, in float for float16/bfloat16 inputs (double for double), so both round alike.
-// with_forward / with_backward pick the functor for the op's arguments and storage type
-// (scalar_t), and hand it to the kernel launcher `run`.
 #pragma once
 
 #include <c10/macros/Macros.h>
-#include <c10/util/Exception.h>
-#include <c10/util/string_view.h>
-
-#include <cmath>
-#include <type_traits>
-
-#include "opgen/fast_math.h"
 
 namespace relu_math {
 
@@ -37,14 +28,18 @@ struct ReluBackward {
   }
 };
 
-template <typename scalar_t, typename Run>
-void with_forward(Run&& run) {
-  run(ReluForward{});
-}
+// The functors for the storage type (scalar_t) and the op's arguments, handed to the kernel
+// launcher `run`: the shared host code (opgen/elementwise_op.h) calls these.
+struct Functors {
+  template <typename scalar_t, typename Run>
+  static void forward(Run&& run) {
+    run(ReluForward{});
+  }
 
-template <typename scalar_t, typename Run>
-void with_backward(Run&& run) {
-  run(ReluBackward{});
-}
+  template <typename scalar_t, typename Run>
+  static void backward(Run&& run) {
+    run(ReluBackward{});
+  }
+};
 
 }  // namespace relu_math

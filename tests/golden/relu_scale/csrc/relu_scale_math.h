@@ -2,16 +2,11 @@
 // The math of relu_scale: alpha * max(x, 0) elementwise, from a formula with its derived gradient.
 // Written once for both kernels: the CPU kernel and the CUDA kernel call these functors on every
 // element, in float for float16/bfloat16 inputs (double for double), so both round alike.
-// with_forward / with_backward pick the functor for the op's arguments and storage type
-// (scalar_t), and hand it to the kernel launcher `run`.
 #pragma once
 
 #include <c10/macros/Macros.h>
-#include <c10/util/Exception.h>
-#include <c10/util/string_view.h>
 
 #include <cmath>
-#include <type_traits>
 
 #include "opgen/fast_math.h"
 #include "opgen/formula_math.h"
@@ -43,14 +38,7 @@ struct ReluScaleBackward {
   }
 };
 
-template <typename scalar_t, typename Run>
-void with_forward(double alpha, Run&& run) {
-  run(ReluScaleForward<opgen::is_16bit_float<scalar_t>()>{alpha});
-}
-
-template <typename scalar_t, typename Run>
-void with_backward(double alpha, Run&& run) {
-  run(ReluScaleBackward<opgen::is_16bit_float<scalar_t>()>{alpha});
-}
+// The functors for the storage type and the op's params (opgen/formula_math.h).
+using Functors = opgen::formula::Functors<ReluScaleForward, ReluScaleBackward>;
 
 }  // namespace relu_scale_math

@@ -2,16 +2,11 @@
 // The math of swish_gate: x * sigmoid(y) elementwise, from a formula with its derived gradient.
 // Written once for both kernels: the CPU kernel and the CUDA kernel call these functors on every
 // element, in float for float16/bfloat16 inputs (double for double), so both round alike.
-// with_forward / with_backward pick the functor for the op's arguments and storage type
-// (scalar_t), and hand it to the kernel launcher `run`.
 #pragma once
 
 #include <c10/macros/Macros.h>
-#include <c10/util/Exception.h>
-#include <c10/util/string_view.h>
 
 #include <cmath>
-#include <type_traits>
 
 #include "opgen/fast_math.h"
 #include "opgen/formula_math.h"
@@ -25,7 +20,6 @@ namespace swish_gate_math {
 
 template <bool kFast>
 struct SwishGateForward {
-
   template <typename T>
   C10_HOST_DEVICE T operator()(T x, T y) const {
     return (x * opgen::formula::sigmoid<kFast>(y));
@@ -36,21 +30,13 @@ struct SwishGateForward {
 // gradient), in one pass: the kernels write value k to input k's gradient.
 template <bool kFast>
 struct SwishGateBackward {
-
   template <typename T>
   C10_HOST_DEVICE opgen::Results<T, 2> operator()(T grad_output, T x, T y) const {
     return opgen::Results<T, 2>{grad_output * opgen::formula::sigmoid<kFast>(y), grad_output * (x * opgen::formula::sigmoid_grad<kFast>(y))};
   }
 };
 
-template <typename scalar_t, typename Run>
-void with_forward(Run&& run) {
-  run(SwishGateForward<opgen::is_16bit_float<scalar_t>()>{});
-}
-
-template <typename scalar_t, typename Run>
-void with_backward(Run&& run) {
-  run(SwishGateBackward<opgen::is_16bit_float<scalar_t>()>{});
-}
+// The functors for the storage type and the op's params (opgen/formula_math.h).
+using Functors = opgen::formula::Functors<SwishGateForward, SwishGateBackward>;
 
 }  // namespace swish_gate_math
