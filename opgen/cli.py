@@ -450,8 +450,11 @@ def update(
     A three-way merge through copier's update, from the template snapshot each folder was rendered
     from (kept in the workspace's .opgen/) to the current template: your edits stay, the
     template's changes arrive, and where both changed the same lines the file gets conflict
-    markers, is listed, and the exit code is 1. The shared files (setup.py, include/opgen/, ...)
-    are always updated too, since new op code may need them. Needs git; the workspace needs no repository.
+    markers, is listed, and the exit code is 1. An edit the template has no place for (in a file
+    it no longer renders, or colliding with a file it rewrote) stops the update with nothing
+    written: each such file is listed with the edit, to undo, update and redo; exit code 1. The
+    shared files (setup.py, include/opgen/, ...) are always updated too, since new op code may
+    need them. Needs git; the workspace needs no repository.
     """
     try:
         report = update_ops(Workspace.locate(workspace), ops or (), dry_run=dry_run)

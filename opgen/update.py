@@ -1,20 +1,27 @@
 """`opgen update`: re-render ops and the workspace's shared files from the current template.
 
-The update is copier's: three-way, from the template that rendered a folder (its base) to the
-current one, so the user's edits are kept, the template's changes applied, and an edit that
-collides with a change is left between conflict markers. copier wants two things opgen's users
-do not have: the template as a git repository holding the base as a commit, and the folder
-inside a clean git repository. opgen builds both in a scratch folder for each update:
+The update is copier's: three-way, from what a folder was rendered as (its base) to what the
+current template renders, so the user's edits are kept, the template's changes applied, and an
+edit that collides with a change is left between conflict markers. copier wants two things
+opgen's users do not have: the template as a git repository holding the base as a commit, and the
+folder inside a clean git repository. opgen builds both in a scratch folder for each update:
 
-- the base is the template snapshot the folder's answers name as ``_commit``, kept in the
-  workspace (``.opgen/templates/<id>/``, written by every render: opgen.render); the scratch
-  template repository holds it as tag ``1`` and the current template as tag ``2``;
+- the base is rendered by opgen: the template snapshot the folder's answers name as ``_commit``
+  (kept in the workspace, ``.opgen/templates/<id>/``, written by every render: opgen.render) with
+  the answers the folder was rendered with. The scratch template repository holds each folder's
+  base as a "template" that copies those files as they are (tag ``1.<n>``) and the current
+  template as tag ``2``, so each side renders with its own answers: the recorded ones made the
+  base, and the current template gets them through migrate_answers (which drops what it no
+  longer uses, such as a formula op's printed code: the workspaces of earlier releases update);
 - the folder's files are copied into a scratch git repository, updated there, and only the
   files that changed are copied back, after every folder has been updated, each written beside
   its place first and renamed over it. A failure before that point changes nothing.
 
-One departure from copier: a file the new template no longer renders is deleted only if the
-user never edited it; an edited one is kept and reported.
+Two departures from copier, both for edits the current template has no place for: a file the
+template no longer renders is deleted only if the user never edited it, and a conflict in a file
+the template rewrote (a new layout: it keeps less than half the lines it rendered before) is no
+merge to resolve but an edit to redo. Either stops the whole update before anything is written,
+and the error names each file with the user's edit (UpdateCannotCarryOver).
 
 A folder rendered before opgen kept snapshots (answers without ``_commit``) has no base. When its
 files are exactly what the current template renders from its answers, the current template
@@ -27,18 +34,20 @@ import difflib
 import os
 import re
 import shutil
+import stat
 import subprocess
 import tempfile
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any, Literal
 
 import yaml
 
 from opgen import __version__
-from opgen.errors import NoTemplateHistory, UpdateFailed
+from opgen.errors import NoTemplateHistory, UpdateCannotCarryOver, UpdateFailed
 from opgen.render import SNAPSHOTS, copy_template, run_copier, snapshot_dir, store_snapshot
 from opgen.workspace import ANSWERS_FILE, Workspace, read_answers
 
@@ -56,6 +65,24 @@ _GIT_IDENTITY = {
     "GIT_COMMITTER_EMAIL": "opgen@localhost",
 }
 _GIT_LOCATION = ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_OBJECT_DIRECTORY", "GIT_COMMON_DIR")
+# Tag 1 of the scratch template repository: the base's files under files/, copied as they are (no
+# file ends in the suffix, so copier renders none of them), whatever answers copier hands it.
+_BASE_TEMPLATE_CONFIG = "_subdirectory: files\n_templates_suffix: .opgen-verbatim\n_answers_file: .copier-answers.yml\n"
+# A conflict in a file whose new render keeps less than this share of the lines its base had is a
+# rewrite, not a collision: its conflict block would hold most of the old file against most of the
+# new one (relu's 378-line test file became 38 lines), which is an edit to redo, not to merge.
+_REWRITTEN_BELOW = 0.5
+# Answers opgen once recorded that the template now derives, by the answer that holds them. Before
+# issue 20 a formula op's answers held the code opgen printed from the formula (the functor bodies,
+# the PyTorch reference and gradients, the formula as parsed); the template prints it from the
+# formula itself (formula, formula_inputs, formula_params), with whatever the current opgen prints.
+_PRINTED_FORMULA_CODE = (
+    "formula_display",
+    "formula_forward_cpp",
+    "formula_backward_cpp",
+    "formula_reference_py",
+    "formula_gradients_py",
+)
 
 ChangeStatus = Literal["modified", "added", "deleted"]
 
@@ -79,7 +106,6 @@ class FolderUpdate:
     shared: bool  # the workspace's shared files, not an op
     baseline: bool  # rendered before opgen kept snapshots; the current template became its base
     changes: tuple[FileChange, ...]
-    kept: tuple[str, ...] = ()  # files the new template no longer renders, kept because the user edited them
 
 
 @dataclass(frozen=True)
@@ -140,8 +166,9 @@ def update_ops(workspace: Workspace, ops: Iterable[str] = (), *, dry_run: bool =
 
     The shared files always come along: an op's new code may need a new shared header. Returns
     the report; the files are changed unless ``dry_run``. Files left with conflict markers are
-    listed in ``report.conflicts``. Raises UnknownOp or NoTemplateHistory (nothing changed) and
-    UpdateFailed (nothing changed).
+    listed in ``report.conflicts``. Raises UnknownOp or NoTemplateHistory (nothing changed),
+    UpdateCannotCarryOver (edits the current template has no place for; nothing changed, dry run
+    or not) and UpdateFailed (nothing changed).
     """
     names = workspace.require_ops(ops)
     folders = [_shared_folder(workspace), *(_op_folder(workspace, name) for name in names)]
@@ -154,13 +181,27 @@ def update_ops(workspace: Workspace, ops: Iterable[str] = (), *, dry_run: bool =
         )
     with tempfile.TemporaryDirectory(prefix="opgen-update-") as scratch_name, _isolated_git():
         scratch = Path(scratch_name)
-        snapshot = copy_template(scratch / "template")
+        current = scratch / "template"
+        snapshot = copy_template(current)
         # Snapshot ids are content hashes: a missing snapshot of the current template is that copy.
         for folder, base in zip(folders, bases, strict=True):
             if base not in (None, snapshot) and not snapshot_dir(workspace.path, base).is_dir():
                 raise _missing_snapshot(workspace, folder, base)
+        needed = template_needs(current)
+        targets = [migrate_answers(folder.answers, needed) for folder in folders]
+        # Each folder's base: what its recorded template and answers render. One rendered before
+        # snapshots has none recorded; the current template's render stands in if the folder matches it.
+        base_files = [
+            _render(
+                current if base in (None, snapshot) else snapshot_dir(workspace.path, base),
+                scratch / "base" / str(index),
+                target if base is None else folder.answers,
+                folder.failure,
+            )
+            for index, (folder, base, target) in enumerate(zip(folders, bases, targets, strict=True))
+        ]
         legacy = {
-            index: _legacy_baseline(folder, scratch, snapshot)
+            index: _legacy_baseline(folder, base_files[index])
             for index, (folder, base) in enumerate(zip(folders, bases, strict=True))
             if base is None
         }
@@ -169,23 +210,42 @@ def update_ops(workspace: Workspace, ops: Iterable[str] = (), *, dry_run: bool =
             raise _no_history(
                 [folders[index] for index in problems], [path for paths in problems.values() for path in paths]
             )
-        repos: dict[str, Path] = {}
         updates: list[FolderUpdate] = []
         sources: dict[str, Path] = {}  # updated file (relative to the workspace) -> its new content
+        stranded: dict[str, tuple[str, str]] = {}  # edits that cannot carry over: path -> (why, the edit)
+        # One repository for every folder: each one's base tagged 1.<its index>, the current template 2.
+        repo = _template_repository(
+            scratch / "repo",
+            {
+                **{
+                    f"1.{index}": _base_template(files, scratch / "base-template" / str(index))
+                    for index, files in enumerate(base_files)
+                },
+                "2": current,
+            },
+        )
         for index, folder in enumerate(folders):
-            base = bases[index] or snapshot
-            old = scratch / "template" if base == snapshot else snapshot_dir(workspace.path, base)
-            if base not in repos:
-                repos[base] = _template_repository(scratch / f"repo-{base}", old, scratch / "template")
             work = scratch / "work" / str(index) / folder.name
             missing = legacy[index][1] if index in legacy else {}
-            changes, new_files, kept = _update_folder(folder, work, repos[base], old, snapshot, missing)
-            updates.append(FolderUpdate(folder.name, folder.shared, index in legacy, changes, kept))
-            sources |= {_inside(folder, relative): path for relative, path in new_files.items()}
+            outcome = _update_folder(
+                folder, work, repo, f"1.{index}", base_files[index], targets[index], snapshot, missing,
+                render_current=partial(
+                    _render, current, scratch / "current" / str(index), targets[index], folder.failure,
+                    opgen_version=__version__,
+                ),
+            )  # fmt: skip
+            updates.append(FolderUpdate(folder.name, folder.shared, index in legacy, outcome.changes))
+            sources |= {_inside(folder, relative): path for relative, path in outcome.changed.items()}
+            stranded |= outcome.stranded
+        if stranded:
+            raise UpdateCannotCarryOver(
+                files={path: why for path, (why, _) in stranded.items()},
+                edits={path: edit for path, (_, edit) in stranded.items()},
+            )
         report = UpdateReport(workspace.path, snapshot, dry_run, tuple(updates))
         if not dry_run and report.changes:
             try:
-                store_snapshot(scratch / "template", workspace.path, snapshot)
+                store_snapshot(current, workspace.path, snapshot)
                 _write_back(workspace.path, report.changes, sources)
             except OSError as error:
                 raise UpdateFailed(
@@ -196,6 +256,54 @@ def update_ops(workspace: Workspace, ops: Iterable[str] = (), *, dry_run: bool =
     if not dry_run:
         prune_snapshots(workspace)
     return report
+
+
+def migrate_answers(answers: Mapping[str, Any], needed: Collection[str]) -> dict[str, Any]:
+    """The answers the current template renders a folder with, from those it was rendered with.
+
+    Keyed by what the answers hold, not by a version: answers that hold a formula op's printed
+    code (``formula_forward_cpp`` and its kind) lose each such key the current template does not
+    use (``needed``: template_needs), and keep the formula itself (``formula``,
+    ``formula_inputs``, ``formula_params``). Other answers pass unchanged, and so does every key
+    the template still uses: a template that reads the printed code gets it.
+    """
+    migrated = dict(answers)
+    if any(key in migrated for key in _PRINTED_FORMULA_CODE):
+        for key in _PRINTED_FORMULA_CODE:
+            if key not in needed:
+                migrated.pop(key, None)
+    return migrated
+
+
+def template_needs(template: Path) -> frozenset[str]:
+    """The answers ``template`` can use: its questions, and every variable its Jinja files read."""
+    import jinja2  # copier's own dependency
+    from jinja2 import meta
+
+    config = yaml.safe_load((template / "copier.yml").read_text()) or {}
+    needed = {str(key) for key in config if not str(key).startswith("_")}
+    environment = jinja2.Environment()
+    # Parsing only: every filter and test name passes (the template's come from copier and opgen).
+    environment.filters = _AnyName(environment.filters)
+    environment.tests = _AnyName(environment.tests)
+    for path in sorted(template.rglob("*.jinja")):
+        text = path.read_text(errors="replace")
+        try:
+            needed |= meta.find_undeclared_variables(environment.parse(text))
+        except jinja2.TemplateError:
+            needed |= set(re.findall(r"[A-Za-z_]\w*", text))  # unparsable here: every name it mentions
+    return frozenset(needed)
+
+
+class _AnyName(dict):  # type: ignore[type-arg]
+    """Jinja filters or tests where any name is one (for parsing templates, never for rendering)."""
+
+    def get(self, key: Any, default: Any = None) -> Any:
+        return super().get(key, _same)
+
+
+def _same(value: Any, *args: Any, **kwargs: Any) -> Any:
+    return value
 
 
 def prune_snapshots(workspace: Workspace) -> list[str]:
@@ -322,32 +430,52 @@ def _commit_all(repo: Path, message: str) -> None:
     _git("commit", "--quiet", "--allow-empty", "--no-verify", "-m", message, cwd=repo)
 
 
-def _template_repository(repo: Path, base: Path, current: Path) -> Path:
-    """A git repository of the template: ``base`` tagged ``1``, then ``current`` tagged ``2``."""
+def _template_repository(repo: Path, templates: Mapping[str, Path]) -> Path:
+    """A git repository holding each of ``templates`` as a commit of its own, tagged with its key.
+
+    The commits have no parents, so each tag is the only one its commit reaches: copier reads a
+    template's version from the tags it reaches, and refuses an update to a lower version. The last
+    template is checked out, as in any repository.
+    """
     repo.mkdir(parents=True)
     _git("init", "--quiet", cwd=repo)
-    for tag, source in (("1", base), ("2", current)):
-        for entry in repo.iterdir():
-            if entry.name != ".git":
-                shutil.rmtree(entry) if entry.is_dir() else entry.unlink()
-        shutil.copytree(source, repo, dirs_exist_ok=True)
-        _commit_all(repo, f"opgen template {source.name}")
-        _git("tag", tag, cwd=repo)
+    git_dir = str(repo / ".git")
+    commit = ""
+    for tag, source in templates.items():
+        _git("--git-dir", git_dir, "read-tree", "--empty", cwd=source)
+        _git("--git-dir", git_dir, "--work-tree", str(source), "add", "--all", "--force", ".", cwd=source)
+        tree = _git("--git-dir", git_dir, "write-tree", cwd=source).strip()
+        commit = _git("--git-dir", git_dir, "commit-tree", tree, "-m", f"opgen template {tag}", cwd=source).strip()
+        _git("tag", tag, commit, cwd=repo)
+    _git("reset", "--quiet", "--hard", commit, cwd=repo)
     # One pack instead of hundreds of loose objects: copier clones this repository several times
     # per folder, and creating and deleting those files is most of an update's time.
     _git("repack", "-a", "-d", "-q", cwd=repo)
     return repo
 
 
-def _legacy_baseline(folder: _Folder, scratch: Path, snapshot: str) -> tuple[list[str], dict[str, Path]]:
+def _base_template(files: Mapping[str, Path], destination: Path) -> Path:
+    """A copier template that renders ``files`` as they are, whatever the answers: a folder's base."""
+    for relative, path in files.items():
+        if relative == ANSWERS_FILE:
+            continue  # copier leaves the answers file out of its merge: the new render's is the record
+        target = destination / "files" / relative
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(path, target, follow_symlinks=False)
+    (destination / "files").mkdir(parents=True, exist_ok=True)
+    (destination / "copier.yml").write_text(_BASE_TEMPLATE_CONFIG)
+    return destination
+
+
+def _legacy_baseline(folder: _Folder, rendered: Mapping[str, Path]) -> tuple[list[str], dict[str, Path]]:
     """For a folder without a base: its files that differ from a fresh render, and those it lacks.
 
-    The fresh render uses the folder's recorded answers (its opgen version included), so a folder
-    nobody edited renders identically.
+    The fresh render (``rendered``) uses the folder's recorded answers (migrated; its opgen
+    version included), so a folder nobody edited renders identically.
     """
     present = folder.files()
     differing, missing = [], {}
-    for relative, path in _render(folder, scratch / "template", scratch / "fresh" / folder.name, snapshot).items():
+    for relative, path in rendered.items():
         if relative == ANSWERS_FILE:
             continue
         if relative not in present:
@@ -357,31 +485,49 @@ def _legacy_baseline(folder: _Folder, scratch: Path, snapshot: str) -> tuple[lis
     return differing, missing
 
 
-def _render(folder: _Folder, template: Path, destination: Path, snapshot: str) -> dict[str, Path]:
-    """``folder`` rendered afresh from ``template`` with its recorded answers: its files by relative path."""
-    answers = {key: value for key, value in folder.answers.items() if not str(key).startswith("_")}
-    run_copier(
-        "run_copy", str(template), str(destination),
-        data={**answers, "opgen_snapshot": snapshot}, failure=folder.failure,
-    )  # fmt: skip
-    return _Folder(folder.name, destination, "", _is_product).files()
+def _render(
+    template: Path, destination: Path, answers: Mapping[str, Any], failure: Callable[[str], UpdateFailed], **data: Any
+) -> dict[str, Path]:
+    """``template`` rendered into ``destination`` with ``answers`` (and ``data``): its files by relative path."""
+    recorded = {key: value for key, value in answers.items() if not str(key).startswith("_")}
+    run_copier("run_copy", str(template), str(destination), data={**recorded, **data}, failure=failure)
+    return _Folder(destination.name, destination, "", _is_product).files()
+
+
+@dataclass(frozen=True)
+class _Outcome:
+    """One folder's update: its changes, the changed files' new content, and the edits that cannot carry over."""
+
+    changes: tuple[FileChange, ...]
+    changed: dict[str, Path]  # relative to the folder
+    stranded: dict[str, tuple[str, str]]  # relative to the workspace: (why, the user's edit as a diff)
 
 
 def _update_folder(
-    folder: _Folder, work: Path, repo: Path, base: Path, snapshot: str, missing: dict[str, Path]
-) -> tuple[tuple[FileChange, ...], dict[str, Path], tuple[str, ...]]:
-    """Run copier's update on a scratch copy of ``folder``.
+    folder: _Folder,
+    work: Path,
+    repo: Path,
+    base_tag: str,
+    base: Mapping[str, Path],
+    answers: Mapping[str, Any],
+    snapshot: str,
+    missing: Mapping[str, Path],
+    render_current: Callable[[], dict[str, Path]],
+) -> _Outcome:
+    """Run copier's update on a scratch copy of ``folder``, from ``base`` (``base_tag`` in ``repo``) to tag 2.
 
-    Returns its changes, the changed files, and the files kept although the new template no
-    longer renders them: copier deletes those even when edited, opgen keeps the edited ones.
+    ``answers`` are what the current template renders with (migrate_answers); ``render_current``
+    renders it afresh, for the files whose conflicts may be a rewrite. Edits the current template
+    has no place for are returned as ``stranded``: an edited file it no longer renders (copier
+    deletes those even when edited), or a conflict in a file it rewrote.
     """
     before = folder.files()
     work.mkdir(parents=True)
     for relative, path in {**before, **missing}.items():
         (work / relative).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(path, work / relative, follow_symlinks=False)
-    answers = {**folder.answers, "_src_path": str(repo), "_commit": "1"}
-    (work / ANSWERS_FILE).write_text(yaml.safe_dump(answers, sort_keys=False))
+    recorded = {**answers, "_src_path": str(repo), "_commit": base_tag}
+    (work / ANSWERS_FILE).write_text(yaml.safe_dump(recorded, sort_keys=False))
     _git("init", "--quiet", cwd=work)
     _commit_all(work, "the folder before the update")
     run_copier(
@@ -390,27 +536,65 @@ def _update_folder(
         conflict="inline", vcs_ref="2", failure=folder.failure,
     )  # fmt: skip
     after = _Folder(folder.name, work, "", lambda path: path.name == ".git" or _is_product(path)).files()
-    kept = []
-    dropped = sorted(before.keys() - after.keys())
-    if dropped:
-        rendered = _render(folder, base, work.parent / "base", snapshot)
-        for relative in dropped:
-            if relative not in rendered or rendered[relative].read_bytes() != before[relative].read_bytes():
-                after[relative] = before[relative]  # the user's version: kept as it is
-                kept.append(_inside(folder, relative))
+    stranded: dict[str, tuple[str, str]] = {}
+    for relative in sorted(before.keys() - after.keys()):
+        if relative not in base or base[relative].read_bytes() != before[relative].read_bytes():
+            why = "the current template no longer renders this file, and you had edited it"
+            stranded[_inside(folder, relative)] = (
+                why,
+                _edit(base.get(relative), before[relative], _inside(folder, relative)),
+            )
     changes, changed = [], {}
+    current: dict[str, Path] | None = None
     for relative in sorted(before.keys() | after.keys()):
         old = before[relative].read_bytes() if relative in before else None
         new = after[relative].read_bytes() if relative in after else None
-        if old == new and (new is None or before[relative].stat().st_mode == after[relative].stat().st_mode):
+        if old == new and (new is None or _executable(before[relative]) == _executable(after[relative])):
             continue
         status: ChangeStatus = "added" if old is None else "deleted" if new is None else "modified"
         added, removed = _line_counts(old or b"", new or b"")
         conflict = new is not None and _conflicts(new) > _conflicts(old or b"")
+        if conflict and relative in base and relative in before:
+            current = render_current() if current is None else current
+            kept, lines = _kept_lines(
+                base[relative].read_bytes(), current[relative].read_bytes() if relative in current else b""
+            )
+            if kept < _REWRITTEN_BELOW * lines:
+                why = (
+                    f"the current template rewrote this file (it keeps {kept} of the {lines} lines opgen rendered) "
+                    "and your edit collides with the new version"
+                )
+                stranded[_inside(folder, relative)] = (
+                    why,
+                    _edit(base[relative], before[relative], _inside(folder, relative)),
+                )
         changes.append(FileChange(_inside(folder, relative), status, added, removed, conflict))
         if new is not None:
             changed[relative] = after[relative]
-    return tuple(changes), changed, tuple(kept)
+    return _Outcome(tuple(changes), changed, stranded)
+
+
+def _executable(path: Path) -> bool:
+    """Whether ``path`` is executable: the one permission git, and so copier's merge, keeps."""
+    return bool(path.lstat().st_mode & stat.S_IXUSR)
+
+
+def _kept_lines(base: bytes, new: bytes) -> tuple[int, int]:
+    """How many of ``base``'s lines ``new`` keeps (in order), and how many ``base`` has."""
+    old_lines, new_lines = base.splitlines(), new.splitlines()
+    matcher = difflib.SequenceMatcher(None, old_lines, new_lines, autojunk=False)
+    return sum(block.size for block in matcher.get_matching_blocks()), len(old_lines)
+
+
+def _edit(base: Path | None, yours: Path, path: str) -> str:
+    """The user's edit of ``path``: a unified diff from what opgen rendered to the user's version."""
+    try:
+        old = base.read_text().splitlines(keepends=True) if base is not None else []
+        new = yours.read_text().splitlines(keepends=True)
+    except UnicodeDecodeError:
+        return ""
+    diff = difflib.unified_diff(old, new, f"{path} (as opgen rendered it)", f"{path} (yours)")
+    return "".join(line if line.endswith("\n") else line + "\n" for line in diff)
 
 
 def _conflicts(content: bytes) -> int:
@@ -443,8 +627,11 @@ def _write_back(root: Path, changes: list[FileChange], sources: dict[str, Path])
             target = root / change.path
             target.parent.mkdir(parents=True, exist_ok=True)
             temporary = target.with_name(f".{target.name}.opgen-update")
-            shutil.copyfile(sources[change.path], temporary, follow_symlinks=False)
-            shutil.copymode(sources[change.path], temporary)
+            source = sources[change.path]
+            shutil.copyfile(source, temporary, follow_symlinks=False)
+            # A modified file keeps its permissions (the merge knows only the executable bit).
+            keep = change.status == "modified" and _executable(target) == _executable(source)
+            shutil.copymode(target if keep else source, temporary)
             staged.append((temporary, target))
     except BaseException:
         for temporary, _ in staged:

@@ -1,21 +1,28 @@
 from __future__ import annotations
 
+import ast
+import importlib
+import importlib.util
 import os
 import re
 import shutil
 import subprocess
 import sys
+import tarfile
+import textwrap
 import venv
+from collections.abc import Iterable
 from pathlib import Path
 
 import copier
 import pytest
+import yaml
 from typer.testing import CliRunner
 
 from opgen.cli import app
-from opgen.errors import NoTemplateHistory, UpdateFailed
+from opgen.errors import NoTemplateHistory, UpdateCannotCarryOver, UpdateFailed
 from opgen.render import SNAPSHOTS, TEMPLATE_ENV, new_op, snapshot_id, template_dir
-from opgen.update import update_ops
+from opgen.update import migrate_answers, template_needs, update_ops
 from opgen.workspace import ANSWERS_FILE, Workspace, read_answers
 
 REPO = Path(__file__).resolve().parent.parent
@@ -77,12 +84,12 @@ def edit_as_user(ws: Path, *, contested: bool = False) -> None:
 
 def assert_merged(ws: Path) -> None:
     kernel, tests = (ws / KERNEL).read_text(), (ws / TESTS).read_text()
-    assert kernel.splitlines()[1] == TEMPLATE_COMMENT  # the template's change
+    assert TEMPLATE_COMMENT in kernel.splitlines()  # the template's change
     assert kernel.rstrip("\n").endswith(USER_KERNEL_EDIT)  # the user's edit
     assert USER_TEST_EDIT in tests
     assert "def test_rows_sum_to_one_added_by_the_new_template" in tests
     assert "<<<<<<<" not in kernel + tests
-    assert (ws / SHARED_HEADER).read_text().splitlines()[1] == TEMPLATE_COMMENT
+    assert TEMPLATE_COMMENT in (ws / SHARED_HEADER).read_text().splitlines()
     assert (ws / "setup.py").read_text().endswith("# my setup.py note\n")
 
 
@@ -159,7 +166,7 @@ def test_a_colliding_edit_is_left_as_conflict_markers_listed_and_exits_1(
     assert not list(workspace.path.rglob("*.rej"))
 
 
-def test_a_file_the_template_drops_is_deleted_unless_the_user_edited_it(
+def test_a_file_the_template_drops_is_deleted_and_an_edited_one_stops_the_update(
     workspace: Workspace, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     new_op("softmax", workspace=workspace)
@@ -170,13 +177,24 @@ def test_a_file_the_template_drops_is_deleted_unless_the_user_edited_it(
     (template / "ops/softmax/bench_{{op_name}}.py.jinja").unlink()
     (template / "ops/softmax/reference.py.jinja").unlink()
     monkeypatch.setenv(TEMPLATE_ENV, str(template))
+    before = tree_state(workspace.path)
 
+    # The edited file has no place in the new template: listed with the edit, exit 1, nothing written.
+    result = runner.invoke(app, ["update", "softmax", "-w", str(workspace.path)])
+
+    assert result.exit_code == 1, result.output
+    assert "cannot carry over softmax/bench_softmax.py: the current template no longer renders" in result.stdout
+    assert "+# my tuning notes" in result.stdout
+    assert "nothing was changed" in result.stderr and "delete the file" in result.stderr
+    assert tree_state(workspace.path) == before
+
+    # Done as the hint says (the notes moved elsewhere, the file deleted), the update goes through.
+    bench.unlink()
     result = runner.invoke(app, ["update", "softmax", "-w", str(workspace.path)])
 
     assert result.exit_code == 0, result.output
-    assert "kept softmax/bench_softmax.py" in result.stdout and "D softmax/reference.py" in result.stdout
-    assert bench.read_text().endswith("# my tuning notes\n")
-    assert not (workspace.path / "softmax" / "reference.py").exists()
+    assert "D softmax/reference.py" in result.stdout and "bench_softmax" not in result.stdout
+    assert not (workspace.path / "softmax" / "reference.py").exists() and not bench.exists()
 
 
 def test_an_unknown_op_exits_2_and_touches_nothing(workspace: Workspace) -> None:
@@ -295,6 +313,200 @@ def test_opgen_template_must_be_a_template(
     result = runner.invoke(app, ["new", "relu", "-w", str(workspace.path)])
     assert result.exit_code == 2 and "holds no opgen template" in result.stderr
     assert not workspace.path.exists()
+
+
+# --- A workspace rendered by the previous release (tests/fixtures/README.md) -----------------
+
+PREVIOUS_RELEASE = Path(__file__).parent / "fixtures" / "previous_release.tar.gz"
+# Its ops, as rendered: `opgen new` with these arguments. What an update makes of them (the user's
+# edits aside) must be what the current template renders afresh from the same arguments.
+PREVIOUS_OPS: dict[str, dict[str, str]] = {
+    "relu": {},
+    "swish_gate": {"formula": "x*sigmoid(y)"},
+    "row_op": {"kind": "rowwise"},
+    "softmax": {},
+}
+# Edits of the ops' math and reference, the kind users make: (file, the line as rendered, the user's
+# line). Lines the current template renders as the previous release did, so the edits carry over
+# (an edit of a line the template changed collides: swish_gate's forward reference, whose printed
+# parentheses went, would be left between conflict markers).
+MATH_EDITS = [
+    (
+        "relu/csrc/relu_math.h",
+        "    return x < T(0) ? T(0) : x;\n",
+        "    return x < T(0) ? T(0.01) * x : x;  // mine: leaky\n",
+    ),
+    (
+        "swish_gate/reference.py",
+        "    return grad_output * torch.sigmoid(y), grad_output * (x * (torch.sigmoid(y) * torch.sigmoid(-y)))\n",
+        "    return grad_output * torch.sigmoid(y), grad_output * x * torch.sigmoid(y) * torch.sigmoid(-y)  # mine\n",
+    ),
+]
+# An edit of a file the new layout rewrote (relu's tests: 378 lines, now the op's settings over
+# opgen.testing.tensor_op_suite): it has no place to go.
+TEST_EDIT = ("relu/test_relu.py", "    torch.float16: (2e-3, 1e-3),\n", "    torch.float16: (4e-3, 1e-3),\n")
+PRINTED_FORMULA_CODE = (
+    "formula_display", "formula_forward_cpp", "formula_backward_cpp", "formula_reference_py", "formula_gradients_py",
+)  # fmt: skip
+
+
+def previous_release(destination: Path) -> Workspace:
+    destination.mkdir(parents=True)
+    with tarfile.open(PREVIOUS_RELEASE) as archive:
+        if hasattr(tarfile, "data_filter"):
+            archive.extractall(destination, filter="data")
+        else:  # Python without extraction filters (before 3.10.12 / 3.11.4): the archive is ours
+            archive.extractall(destination)
+    return Workspace.locate(destination / "generated_ops")
+
+
+def fresh_render(destination: Path, ops: Iterable[str] = PREVIOUS_OPS) -> Workspace:
+    """The previous release's ``ops`` rendered afresh by the current template."""
+    workspace = Workspace.locate(destination / "generated_ops")
+    for name in ops:
+        new_op(name, workspace=workspace, **PREVIOUS_OPS[name])  # type: ignore[arg-type]
+    return workspace
+
+
+def edit(root: Path, path: str, rendered: str, yours: str) -> None:
+    text = (root / path).read_text()
+    assert text.count(rendered) == 1, f"{root.parent.name}: {path} does not hold {rendered!r} once: choose another edit"
+    (root / path).write_text(text.replace(rendered, yours))
+
+
+def workspace_files(root: Path) -> dict[str, bytes]:
+    """Every file of the workspace but its template snapshots, by path."""
+    return {
+        path.relative_to(root).as_posix(): path.read_bytes()
+        for path in sorted(root.rglob("*"))
+        if path.is_file() and ".opgen" not in path.relative_to(root).parts
+    }
+
+
+def read_answers_text(text: str) -> dict[str, object]:
+    answers = yaml.safe_load(textwrap.dedent(text))
+    assert isinstance(answers, dict)
+    return answers
+
+
+def test_the_previous_release_updates_to_the_current_layout_keeping_the_users_edits(tmp_path: Path) -> None:
+    # What the update must give: the current template's fresh render, with the user's edits made to it.
+    fresh = fresh_render(tmp_path / "fresh")
+    workspace = previous_release(tmp_path / "old")
+    old = read_answers(workspace.path / "swish_gate")
+    assert set(PRINTED_FORMULA_CODE) <= old.keys()  # the fixture is what the previous release recorded
+    for root in (fresh.path, workspace.path):
+        for path, rendered, yours in MATH_EDITS:
+            edit(root, path, rendered, yours)
+        (root / "relu" / "NOTES.md").write_text("my own file\n")
+    (workspace.path / "swish_gate" / "reference.py").chmod(0o640)  # the merge must not reset it
+
+    result = runner.invoke(app, ["update", "-w", str(workspace.path)])
+
+    assert result.exit_code == 0, result.output
+    # Every file is what the current template renders afresh, but for the user's edits, which carried over.
+    updated, expected = workspace_files(workspace.path), workspace_files(fresh.path)
+    assert sorted(updated) == sorted(expected)
+    assert [path for path in expected if updated[path] != expected[path]] == []
+    # The formula op's answers are the current template's: the formula itself, printed code only if it reads it.
+    answers = read_answers(workspace.path / "swish_gate")
+    assert answers == read_answers(fresh.path / "swish_gate")
+    assert {key: answers[key] for key in ("formula", "formula_inputs", "formula_params")} == {
+        key: old[key] for key in ("formula", "formula_inputs", "formula_params")
+    }
+    assert set(PRINTED_FORMULA_CODE) & answers.keys() <= template_needs(template_dir())
+    # Only the current template's snapshot is left; a merged file kept its permissions.
+    assert [entry.name for entry in (workspace.path / SNAPSHOTS).iterdir()] == [snapshot_id(template_dir())]
+    assert (workspace.path / "swish_gate" / "reference.py").stat().st_mode & 0o777 == 0o640
+
+
+def test_an_edit_the_current_layout_has_no_place_for_is_listed_and_nothing_changes(tmp_path: Path) -> None:
+    workspace = previous_release(tmp_path / "old")
+    edit(workspace.path, *MATH_EDITS[0])
+    edit(workspace.path, *TEST_EDIT)
+    before = tree_state(workspace.path)
+
+    result = runner.invoke(app, ["update", "relu", "-w", str(workspace.path)])
+
+    assert result.exit_code == 1, result.output
+    assert "cannot carry over relu/test_relu.py: the current template rewrote this file" in result.stdout
+    # The edit, shown to be undone now and redone after the update.
+    assert f"-{TEST_EDIT[1].rstrip()}" in result.stdout and f"+{TEST_EDIT[2].rstrip()}" in result.stdout
+    assert "relu_math.h" not in result.stdout  # the math edit carries over
+    assert "nothing was changed: relu/test_relu.py" in result.stderr and "undo your edit" in result.stderr
+    assert tree_state(workspace.path) == before
+    with pytest.raises(UpdateCannotCarryOver) as raised:  # a dry run says so too
+        update_ops(workspace, ["relu"], dry_run=True)
+    assert list(raised.value.files) == ["relu/test_relu.py"]
+    assert tree_state(workspace.path) == before
+
+    # Done as the hint says (the test edit undone), the update goes through and keeps the math edit.
+    edit(workspace.path, TEST_EDIT[0], TEST_EDIT[2], TEST_EDIT[1])
+    result = runner.invoke(app, ["update", "relu", "-w", str(workspace.path)])
+
+    assert result.exit_code == 0, result.output
+    fresh = fresh_render(tmp_path / "fresh", ["relu"])
+    edit(fresh.path, *MATH_EDITS[0])
+    for path in ("relu/csrc/relu_math.h", "relu/test_relu.py"):
+        assert (workspace.path / path).read_text() == (fresh.path / path).read_text()
+
+
+def test_migrate_answers_drops_the_printed_formula_code_the_template_does_not_use() -> None:
+    old = read_answers_text(
+        """
+        formula: x*sigmoid(y)
+        formula_backward_cpp: return grad_output;
+        formula_display: x * sigmoid(y)
+        formula_forward_cpp: return x;
+        formula_gradients_py: return grad_output
+        formula_inputs: [x, y]
+        formula_params: []
+        formula_reference_py: return x
+        op_name: swish_gate
+        recipe: formula
+        scope: op
+        """
+    )
+    kept = {key: value for key, value in old.items() if key not in PRINTED_FORMULA_CODE}
+    assert migrate_answers(old, needed={"formula", "formula_inputs", "formula_params"}) == kept
+    # What a template still reads, it still gets.
+    assert migrate_answers(old, needed={"formula_display"}) == {**kept, "formula_display": "x * sigmoid(y)"}
+    # Answers without printed code pass unchanged (so a migration applied twice is applied once).
+    assert migrate_answers(kept, needed=set()) == kept
+    relu = {"op_name": "relu", "opgen_version": "0.1.0", "recipe": "relu", "scope": "op"}
+    assert migrate_answers(relu, needed=set()) == relu
+    # The current template: every key the migration leaves out is one it does not use.
+    needed = template_needs(template_dir())
+    assert {"formula", "formula_inputs", "formula_params", "op_name", "recipe"} <= needed
+    assert old.keys() - migrate_answers(old, needed).keys() == set(PRINTED_FORMULA_CODE) - needed
+
+
+def test_template_needs_reads_questions_and_the_variables_templates_read(tmp_path: Path) -> None:
+    (tmp_path / "copier.yml").write_text("_subdirectory: ops\nasked:\n  type: str\n")
+    (tmp_path / "ops").mkdir()
+    (tmp_path / "ops" / "a.txt.jinja").write_text("{% set local = 1 %}{{ read | any_filter(local) }}{{ local }}")
+    (tmp_path / "ops" / "b.txt.jinja").write_text("{% if broken %}{{ also_read")  # unparsable: every name counts
+    assert {"asked", "read", "broken", "also_read"} <= template_needs(tmp_path)
+    assert "local" not in template_needs(tmp_path)  # set by the template itself
+
+
+def test_the_previous_releases_python_imports_from_opgen_still_resolve(tmp_path: Path) -> None:
+    """Its tests and benchmarks import opgen's helpers: the current opgen still has each of them."""
+    workspace = previous_release(tmp_path / "old")
+    missing = []
+    for path in sorted(workspace.path.rglob("*.py")):
+        if ".opgen" in path.relative_to(workspace.path).parts:
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.level == 0 and (node.module or "").split(".")[0] == "opgen":
+                module = importlib.import_module(str(node.module))
+                missing += [
+                    f"{path.relative_to(workspace.path)}: from {node.module} import {alias.name}"
+                    for alias in node.names
+                    if not hasattr(module, alias.name)
+                    and importlib.util.find_spec(f"{node.module}.{alias.name}") is None
+                ]
+    assert missing == []
 
 
 # --- Slow: the updated op still builds and passes; a wheel's own template updates it ---------
