@@ -34,8 +34,7 @@ for _op_dir in sorted(_WORKSPACE.iterdir()):
 
 if unbuilt_ops:
     warnings.warn(
-        f"{__name__}: skipped ops that are not built: {', '.join(unbuilt_ops)}; "
-        "run `opgen build` to build them",
+        f"{__name__}: skipped ops that are not built: {', '.join(unbuilt_ops)}; run `opgen build` to build them",
         stacklevel=2,
     )
 

@@ -61,9 +61,7 @@ NVCC_FLAGS = [
 def discover_ops() -> list[str]:
     """The op folders to build, sorted; restricted to OPGEN_OPS when set."""
     ops = sorted(
-        path.name
-        for path in WORKSPACE.iterdir()
-        if (path / "__init__.py").is_file() and (path / "csrc").is_dir()
+        path.name for path in WORKSPACE.iterdir() if (path / "__init__.py").is_file() and (path / "csrc").is_dir()
     )
     selected = os.environ.get("OPGEN_OPS")
     if selected:

@@ -2,7 +2,8 @@
 
 It gives templates the ``op_spec`` filter, which turns the ``spec`` answer (plain data in the
 answers file) back into an :class:`opgen.spec.OpSpec`, and ``formula_code``, which prints a formula
-op's code from its recorded formula (opgen.formula): templates read the op's interface from its
+op's code from its recorded formula (opgen.formula), and the formatters every rendered file
+goes through (opgen.formatting): templates read the op's interface from its
 typed description, never from strings printed ahead of time, so `opgen update` re-renders an op
 with whatever the current opgen prints.
 """
@@ -14,6 +15,7 @@ from typing import Any
 from jinja2 import Environment
 from jinja2.ext import Extension
 
+from opgen.formatting import clang_format_style, format_cpp, format_python
 from opgen.spec import OpSpec
 
 
@@ -22,6 +24,9 @@ class OpSpecExtension(Extension):
         super().__init__(environment)
         environment.filters["op_spec"] = _op_spec
         environment.filters["formula_code"] = _formula_code
+        environment.filters["format_python"] = format_python
+        environment.filters["format_cpp"] = format_cpp
+        environment.globals["clang_format_style"] = clang_format_style
 
 
 def _op_spec(data: Any) -> OpSpec:

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from opgen.errors import KindMismatch
+from opgen.spec import Layout, Saves
 
 Kind = Literal["elementwise", "rowwise"]  # the skeletons `--kind` picks
 # A recipe's kind: a skeleton's, or an op rendered from a signature (its spec: opgen.spec).
@@ -16,39 +17,65 @@ DEFAULT_KIND: Kind = "elementwise"
 
 @dataclass(frozen=True)
 class Recipe:
-    """One folder of the template under ``template/ops/``."""
+    """What `opgen new` renders an op from.
+
+    Its interface (a signature, made into the op's spec by opgen.spec), the template folder that
+    lays it out, and recipes/<name>.jinja (its math).
+    """
 
     name: str
     kind: RecipeKind
     summary: str
+    # The op's interface; None where it comes from the user (--signature) or the formula (--formula).
+    signature: str | None
+    layout: Layout
     skeleton: bool = False
-    # Recipes of the signature kind: the op's signature, from which its spec is made (opgen.spec).
-    signature: str | None = None
+    saves: Saves = "inputs"  # what the backward op reads (elementwise, rowwise and softmax layouts)
 
 
 KNOWN_RECIPES: dict[str, Recipe] = {
-    "softmax": Recipe("softmax", "rowwise", "softmax(x, dim=-1), as torch.softmax, fast on the last dim"),
-    "relu": Recipe("relu", "elementwise", "relu(x), as torch.relu"),
-    "gelu": Recipe("gelu", "elementwise", 'gelu(x, approximate="none"|"tanh"), as torch.nn.functional.gelu'),
+    "softmax": Recipe(
+        "softmax",
+        "rowwise",
+        "softmax(x, dim=-1), as torch.softmax, fast on the last dim",
+        signature="(Tensor x, int dim=-1) -> Tensor",
+        layout="softmax",
+        saves="output",
+    ),
+    "relu": Recipe("relu", "elementwise", "relu(x), as torch.relu", signature="(Tensor x) -> Tensor", layout="elementwise"),
+    "gelu": Recipe(
+        "gelu",
+        "elementwise",
+        'gelu(x, approximate="none"|"tanh"), as torch.nn.functional.gelu',
+        signature='(Tensor x, str approximate="none") -> Tensor',
+        layout="elementwise",
+    ),
     "bitonic_sort": Recipe(
         "bitonic_sort",
         "signature",
         "bitonic_sort(x, dim=-1, descending=False), as torch.sort (stable), by a bitonic network",
         signature="(Tensor x, int dim=-1, bool descending=False) -> (Tensor values, Tensor indices)",
+        layout="signature",
     ),
 }
 
 SKELETONS: dict[Kind, Recipe] = {
-    "elementwise": Recipe("elementwise", "elementwise", "an elementwise skeleton to edit", skeleton=True),
-    "rowwise": Recipe("rowwise", "rowwise", "a row-wise (last-dim reduction) skeleton to edit", skeleton=True),
+    "elementwise": Recipe(
+        "elementwise", "elementwise", "an elementwise skeleton to edit", "(Tensor x) -> Tensor", "elementwise", skeleton=True
+    ),
+    "rowwise": Recipe(
+        "rowwise", "rowwise", "a row-wise (last-dim reduction) skeleton to edit", "(Tensor x) -> Tensor", "rowwise", skeleton=True
+    ),
 }
 
 
 # `opgen new <op> --signature SIG`: an op of any signature, its kernels placeholders to edit.
-SIGNATURE = Recipe("signature", "signature", "an op of any signature, placeholder kernels to edit", skeleton=True)
+SIGNATURE = Recipe(
+    "signature", "signature", "an op of any signature, placeholder kernels to edit", None, "signature", skeleton=True
+)
 
 # `opgen new <op> --formula EXPR`: an elementwise op whose math and gradient opgen derives.
-FORMULA = Recipe("formula", "elementwise", "an elementwise op from a formula, its gradient derived")
+FORMULA = Recipe("formula", "elementwise", "an elementwise op from a formula, its gradient derived", None, "elementwise")
 
 
 def recipe_for(op_name: str, kind: Kind | None = None) -> Recipe:
@@ -59,3 +86,9 @@ def recipe_for(op_name: str, kind: Kind | None = None) -> Recipe:
             raise KindMismatch(name=op_name, kind=kind, recipe_kind=known.kind)
         return known
     return SKELETONS[kind or DEFAULT_KIND]
+
+
+def recipe_named(name: str) -> Recipe:
+    """The recipe an answers file names (``recipe:``)."""
+    recipes = {**KNOWN_RECIPES, **{r.name: r for r in SKELETONS.values()}, FORMULA.name: FORMULA, SIGNATURE.name: SIGNATURE}
+    return recipes[name]

@@ -17,7 +17,7 @@ import re
 import shutil
 import tempfile
 import warnings
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Literal
@@ -33,8 +33,8 @@ from opgen.errors import (
     WorkspaceError,
 )
 from opgen.names import validate_op_name
-from opgen.recipes import FORMULA, SIGNATURE, Kind, recipe_for
-from opgen.spec import parse_signature
+from opgen.recipes import FORMULA, SIGNATURE, Kind, Recipe, recipe_for
+from opgen.spec import OpSpec, parse_signature
 from opgen.workspace import Workspace
 
 TEMPLATE_ENV = "OPGEN_TEMPLATE"
@@ -199,6 +199,24 @@ def _formula_answers(formula: str, params: Sequence[str], kind: Kind | None) -> 
     return formula_answers(parse_formula(formula, [parse_param(text) for text in params]))
 
 
+def recipe_spec(name: str, recipe: Recipe, answers: Mapping[str, Any]) -> OpSpec:
+    """The spec of op ``name`` rendered by ``recipe`` (not from --signature).
+
+    Its recipe's interface, or for a formula op the formula's tensors and params (from ``answers``).
+    """
+    signature = recipe.signature
+    if recipe.name == FORMULA.name:
+        inputs = answers["formula_inputs"]
+        # A formula of one tensor takes it as x, whatever the formula calls it.
+        tensors = [f"Tensor {name}" for name in (inputs if len(inputs) > 1 else ["x"])]
+        params = [f"float {p['name']}={float(p['default'])!r}" for p in answers.get("formula_params", [])]
+        signature = f"({', '.join(tensors + params)}) -> Tensor"
+    assert signature is not None, f"recipe {recipe.name} has no signature of its own"
+    return parse_signature(
+        name, signature, recipe=recipe.name, summary=recipe.summary, layout=recipe.layout, saves=recipe.saves
+    )
+
+
 def _signature_answers(
     name: str,
     signature: str | None,
@@ -217,7 +235,9 @@ def _signature_answers(
             reason=f"--signature renders its own kind of op and takes no {'--formula' if formula else '--kind'}",
             hint="drop one of them",
         )
-    spec = parse_signature(name, signature, recipe=SIGNATURE.name, integer_outputs=integer_outputs, gradients=gradients)
+    spec = parse_signature(
+        name, signature, recipe=SIGNATURE.name, integer_outputs=integer_outputs, gradients=gradients, layout=SIGNATURE.layout
+    )
     return {"recipe": SIGNATURE.name, "spec": spec.to_answers()}
 
 
@@ -247,6 +267,7 @@ def new_op(
         data |= _signature_answers(name, signature, kind, formula, integer_outputs, gradients)
     elif formula is not None:
         data |= {"recipe": FORMULA.name, **_formula_answers(formula, params, kind)}
+        data["spec"] = recipe_spec(name, FORMULA, data).to_answers()
     elif params:
         raise InvalidFormula(
             formula=" ".join(params), reason="--param needs --formula", what="param", hint="add --formula EXPR"
@@ -254,8 +275,7 @@ def new_op(
     else:
         recipe = recipe_for(name, kind)
         data["recipe"] = recipe.name
-        if recipe.signature is not None:
-            data["spec"] = parse_signature(name, recipe.signature, recipe=recipe.name, summary=recipe.summary).to_answers()
+        data["spec"] = recipe_spec(name, recipe, data).to_answers()
     target = workspace.op_dir(name)
     if target.exists() and not force:
         raise OpExists(name=name, path=str(target))

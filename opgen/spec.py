@@ -19,7 +19,10 @@ from typing import Any, Literal
 
 from opgen.errors import InvalidSignature
 
-ArgumentType = Literal["Tensor", "Tensor?", "int", "float", "bool", "int[]", "int?", "float?", "bool?"]
+ArgumentType = Literal["Tensor", "Tensor?", "int", "float", "bool", "str", "int[]", "int?", "float?", "bool?"]
+# The template folder (template/ops/<layout>) that renders an op, and what its backward op reads.
+Layout = Literal["elementwise", "rowwise", "softmax", "signature"]
+Saves = Literal["inputs", "output"]
 
 # schema type (as PyTorch prints it) -> (our name, Python annotation, C++ parameter type)
 _TYPES: dict[str, tuple[ArgumentType, str, str]] = {
@@ -28,6 +31,7 @@ _TYPES: dict[str, tuple[ArgumentType, str, str]] = {
     "int": ("int", "int", "int64_t"),
     "float": ("float", "float", "double"),
     "bool": ("bool", "bool", "bool"),
+    "str": ("str", "str", "c10::string_view"),
     "List[int]": ("int[]", "Sequence[int]", "at::IntArrayRef"),
     "Optional[int]": ("int?", "int | None", "std::optional<int64_t>"),
     "Optional[float]": ("float?", "float | None", "std::optional<double>"),
@@ -92,6 +96,8 @@ class Argument:
             return ""
         if isinstance(self.default, (list, tuple)):
             return "[" + ", ".join(str(value) for value in self.default) + "]"
+        if isinstance(self.default, str):
+            return '"' + self.default + '"'
         return repr(self.default)
 
     @property
@@ -115,7 +121,7 @@ class Argument:
         """Python source for a valid value of a non-tensor argument: its default, else a small one."""
         if self.has_default:
             return self.python_default
-        return {"int": "1", "float": "0.5", "bool": "False", "int[]": "(0,)"}.get(self.type, "None")
+        return {"int": "1", "float": "0.5", "bool": "False", "str": '""', "int[]": "(0,)"}.get(self.type, "None")
 
 
 @dataclass(frozen=True)
@@ -141,6 +147,8 @@ class OpSpec:
     gradients: bool = True  # False: `--no-grad`, no backward op
     summary: str = ""
     signature: str = ""  # as the user typed it, for the record
+    layout: Layout = "signature"
+    saves: Saves = "inputs"  # what the backward op of the elementwise, rowwise and softmax layouts reads
     extra: Mapping[str, Any] = field(default_factory=dict)
 
     # -- derived views the templates read --------------------------------------------------------
@@ -260,7 +268,8 @@ class OpSpec:
     def to_answers(self) -> dict[str, Any]:
         """Plain data for the answers file: what :meth:`from_answers` rebuilds the spec from."""
         return {
-            "layout": "signature",  # the template folder (ops/<layout>) that renders the op
+            "layout": self.layout,  # the template folder (ops/<layout>) that renders the op
+            **({"saves": self.saves} if self.saves != "inputs" else {}),
             "name": self.name,
             "recipe": self.recipe,
             "summary": self.summary,
@@ -286,6 +295,8 @@ class OpSpec:
             recipe=data["recipe"],
             summary=data.get("summary", ""),
             signature=data.get("signature", ""),
+            layout=data.get("layout", "signature"),
+            saves=data.get("saves", "inputs"),
             gradients=bool(data.get("gradients", True)),
             arguments=tuple(
                 Argument(
@@ -345,6 +356,8 @@ def parse_signature(
     integer_outputs: Sequence[str] = (),
     gradients: bool = True,
     summary: str = "",
+    layout: Layout = "signature",
+    saves: Saves = "inputs",
 ) -> OpSpec:
     """The spec of op ``name`` from ``signature``, the part of a PyTorch schema after the name.
 
@@ -392,6 +405,8 @@ def parse_signature(
         gradients=gradients,
         summary=summary,
         signature=text,
+        layout=layout,
+        saves=saves,
     )
 
 

@@ -265,13 +265,20 @@ def migrate_answers(answers: Mapping[str, Any], needed: Collection[str]) -> dict
     code (``formula_forward_cpp`` and its kind) lose each such key the current template does not
     use (``needed``: template_needs), and keep the formula itself (``formula``,
     ``formula_inputs``, ``formula_params``). Other answers pass unchanged, and so does every key
-    the template still uses: a template that reads the printed code gets it.
+    the template still uses: a template that reads the printed code gets it. An op's answers
+    without a ``spec`` (rendered before every op had one) get the spec its recipe gives it
+    (opgen.render.recipe_spec), when the template reads one.
     """
     migrated = dict(answers)
     if any(key in migrated for key in _PRINTED_FORMULA_CODE):
         for key in _PRINTED_FORMULA_CODE:
             if key not in needed:
                 migrated.pop(key, None)
+    if migrated.get("scope") == "op" and not migrated.get("spec") and "spec" in needed:
+        from opgen.recipes import recipe_named
+        from opgen.render import recipe_spec
+
+        migrated["spec"] = recipe_spec(migrated["op_name"], recipe_named(migrated["recipe"]), migrated).to_answers()
     return migrated
 
 

@@ -25,7 +25,7 @@ CASES: dict[str, dict[str, Any]] = {
         "signature": "(Tensor x, Tensor? weight, int k, float eps=1e-5, bool largest=True, int[] dims=[0, 1], "
         "*, float? scale=None) -> (Tensor values, Tensor indices)"
     },
-    "route": {"signature": "(Tensor logits) -> (Tensor probs, Tensor expert)", "integer_outputs": ["expert"]},
+    "route": {"signature": '(Tensor logits, str mode="top") -> (Tensor probs, Tensor expert)', "integer_outputs": ["expert"]},
     "pair_nograd": {"signature": "(Tensor x, Tensor y) -> Tensor", "gradients": False},
 }
 

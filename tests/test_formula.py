@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 
 from opgen.cli import app
 from opgen.errors import InvalidFormula, UsageError
-from opgen.formula import Formula, Param, parse_formula, parse_param, render_formula, torch_function
+from opgen.formula import Formula, Param, formula_answers, parse_formula, parse_param, render_formula, torch_function
 from opgen.render import new_op
 from opgen.workspace import Workspace
 
@@ -118,7 +118,7 @@ def test_inputs_and_params_in_order_of_appearance() -> None:
     formula = parse_formula("alpha * z + z**2", [Param("alpha", 2.0)])
     assert formula.inputs == ("z",)
     assert [p.name for p in formula.params] == ["alpha"]
-    answers = render_formula(formula)
+    answers = formula_answers(formula)
     assert answers["formula_inputs"] == ["z"]
     assert answers["formula_params"] == [{"name": "alpha", "default": 2.0}]
     assert parse_formula("y * alpha + x * sigmoid(y) + w", [Param("alpha", 1.0)]).inputs == ("y", "x", "w")
@@ -312,12 +312,10 @@ def test_binary_formula_op_renders_clean_files(workspace: Workspace) -> None:
             ast.parse(text, filename=str(path))
     schema = (folder / "csrc" / "swish_gate.cpp").read_text()
     assert 'm.def("swish_gate(Tensor x, Tensor y, float alpha=2.0) -> Tensor");' in schema
-    assert (
-        'm.def("swish_gate_backward(Tensor grad_output, Tensor x, Tensor y, float alpha=2.0) -> (Tensor, Tensor)");'
-        in schema
-    )
+    assert '"swish_gate_backward(Tensor grad_output, Tensor x, Tensor y, float alpha=2.0) -> (Tensor, "' in schema
     for kernel, device in (("swish_gate_cpu.cpp", "OnCpu"), ("swish_gate_cuda.cu", "OnCuda")):
-        source = (folder / "csrc" / kernel).read_text()
+        source = " ".join((folder / "csrc" / kernel).read_text().split())  # as clang-format wraps it, unwrapped
+        source = source.replace("( ", "(").replace(" )", ")")
         assert f'opgen::elementwise_forward<opgen::{device}, Functors>("swish_gate", {{"x", "y"}}, {{x, y}}, alpha)' in source
         assert "[](const at::Tensor& grad_output, const at::Tensor& x, const at::Tensor& y, double alpha)" in source
     math = (folder / "csrc" / "swish_gate_math.h").read_text()

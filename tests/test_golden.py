@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from golden_cases import CASES, GOLDEN, render_cases, rendered_files
 
+from opgen.formatting import format_cpp, format_python
 from opgen.workspace import Workspace
 
 
@@ -37,3 +38,14 @@ def test_rendered_files_hold_no_template_residue(op: str, rendered: dict[str, Pa
     for name, text in rendered_files(rendered[op]).items():
         found = JINJA_RESIDUE.search(text)
         assert found is None, f"{op}/{name} holds {found.group(0)!r}"
+
+
+@pytest.mark.parametrize("op", CASES)
+def test_rendered_files_are_formatted(op: str, rendered: dict[str, Path]) -> None:
+    # Every rendered file is a fixed point of its formatter (opgen.formatting), so a user's
+    # `ruff format` or `clang-format -i` changes only the lines they wrote.
+    for name, text in rendered_files(rendered[op]).items():
+        if name.endswith(".py"):
+            assert format_python(text) == text, f"{op}/{name} is not ruff-formatted"
+        elif name.endswith((".cpp", ".cu", ".h", ".cuh")):
+            assert format_cpp(text) == text, f"{op}/{name} is not clang-formatted"

@@ -19,7 +19,7 @@ SIGNATURES = {
         "*, float? scale=None, int? limit=None, bool? flag=None) -> (Tensor values, Tensor indices)",
     ],
     "sig_plain": ["--signature", "(Tensor x, Tensor y) -> Tensor"],  # one output, two required tensors
-    "sig_route": ["--signature", "(Tensor logits, int k=2) -> (Tensor probs, Tensor expert)", "--int-output", "expert"],
+    "sig_route": ["--signature", "(Tensor logits, int k=2, str mode=\"top\") -> (Tensor probs, Tensor expert)", "--int-output", "expert"],
     "sig_nograd": ["--signature", "(Tensor x, float alpha=2.0) -> (Tensor a, Tensor b)", "--no-grad"],
     "bitonic_sort": [],
 }

@@ -33,6 +33,41 @@ def test_every_supported_type_with_its_forms() -> None:
     assert spec.primary.name == "x" and spec.class_name == "TopkLike"
 
 
+def test_a_string_argument_in_each_language() -> None:
+    spec = parse_signature("pool", '(Tensor x, str mode="mean") -> Tensor')
+    mode = spec.arguments[1]
+    assert (mode.schema, mode.python_parameter, mode.cpp_parameter) == (
+        'str mode="mean"',
+        "mode: str = 'mean'",
+        "c10::string_view mode",
+    )
+    assert spec.schema == 'pool(Tensor x, str mode="mean") -> Tensor'
+
+
+def test_every_recipe_is_described_by_a_spec_with_its_layout() -> None:
+    from opgen.recipes import KNOWN_RECIPES, SKELETONS
+    from opgen.render import recipe_spec
+
+    layouts = {name: recipe_spec(name, recipe, {}).layout for name, recipe in {**KNOWN_RECIPES, **SKELETONS}.items()}
+    assert layouts == {
+        "softmax": "softmax", "relu": "elementwise", "gelu": "elementwise", "bitonic_sort": "signature",
+        "elementwise": "elementwise", "rowwise": "rowwise",
+    }  # fmt: skip
+    softmax = recipe_spec("softmax", KNOWN_RECIPES["softmax"], {})
+    assert softmax.saves == "output" and [a.schema for a in softmax.scalars] == ["int dim=-1"]
+    assert OpSpec.from_answers(softmax.to_answers()) == softmax
+
+
+def test_a_formula_ops_spec_takes_its_tensors_and_params() -> None:
+    from opgen.recipes import FORMULA
+    from opgen.render import recipe_spec
+
+    unary = recipe_spec("mish", FORMULA, {"formula_inputs": ["v"], "formula_params": [{"name": "alpha", "default": 1.5}]})
+    assert unary.signature == "(Tensor x, float alpha=1.5) -> Tensor"  # one tensor is x, whatever the formula calls it
+    binary = recipe_spec("gate", FORMULA, {"formula_inputs": ["x", "y"], "formula_params": []})
+    assert [a.name for a in binary.tensors] == ["x", "y"] and binary.layout == "elementwise"
+
+
 def test_gradients_flow_from_floating_outputs_to_tensor_inputs() -> None:
     spec = parse_signature("topk_like", RICH)
     assert [o.integer for o in spec.outputs] == [False, True]  # "indices" says int64 by its name
@@ -66,7 +101,7 @@ REFUSED = {
     "does not parse": ("(Tensor x -> Tensor", "schema parser refuses it"),
     "no arrow": ("(Tensor x)", "no '->'"),
     "no parenthesis": ("Tensor x -> Tensor", "must start with '('"),
-    "unsupported type": ("(Tensor x, str mode) -> Tensor", "type str, which is not supported; supported: Tensor, Tensor?"),
+    "unsupported type": ("(Tensor x, complex c) -> Tensor", "type complex, which is not supported; supported: Tensor, Tensor?"),
     "tensor list": ("(Tensor x, Tensor[] ys) -> Tensor", "not supported"),
     "mutable": ("(Tensor(a!) x) -> Tensor", "mutable or aliased"),
     "aliased output": ("(Tensor(a) x) -> Tensor(a)", "mutable or aliased"),

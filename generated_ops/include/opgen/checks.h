@@ -39,16 +39,15 @@ inline void check_cpu(const at::Tensor& t, const char* op, const char* arg) {
 }
 
 inline void check_contiguous(const at::Tensor& t, const char* op, const char* arg) {
-  TORCH_CHECK(t.is_contiguous(), op, ": argument '", arg,
-              "' must be contiguous, but got strides ", shape_string(t.strides()), " for sizes ",
-              shape_string(t.sizes()),
+  TORCH_CHECK(t.is_contiguous(), op, ": argument '", arg, "' must be contiguous, but got strides ",
+              shape_string(t.strides()), " for sizes ", shape_string(t.sizes()),
               "; call .contiguous() first");
 }
 
 inline void check_floating(const at::Tensor& t, const char* op, const char* arg) {
   const auto dtype = t.scalar_type();
-  const bool supported = dtype == at::kFloat || dtype == at::kDouble || dtype == at::kHalf ||
-                         dtype == at::kBFloat16;
+  const bool supported =
+      dtype == at::kFloat || dtype == at::kDouble || dtype == at::kHalf || dtype == at::kBFloat16;
   TORCH_CHECK(supported, op, ": argument '", arg,
               "' must be float32, float64, float16 or bfloat16, but got ", dtype,
               "; convert it with .float()");

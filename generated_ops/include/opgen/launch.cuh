@@ -37,10 +37,12 @@ int blocks_per_multiprocessor(int block_threads) {
   int size_index = 0;
   while ((1 << size_index) < block_threads) ++size_index;
   const int device = c10::cuda::current_device();
-  const bool remembered = device < kMaxDevices && size_index < kBlockSizes && (1 << size_index) == block_threads;
+  const bool remembered =
+      device < kMaxDevices && size_index < kBlockSizes && (1 << size_index) == block_threads;
   int blocks = remembered ? cache[device][size_index].load(std::memory_order_relaxed) : 0;
   if (blocks == 0) {
-    C10_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kKernel, block_threads, 0));
+    C10_CUDA_CHECK(
+        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kKernel, block_threads, 0));
     blocks = std::max(blocks, 1);
     if (remembered) cache[device][size_index].store(blocks, std::memory_order_relaxed);
   }

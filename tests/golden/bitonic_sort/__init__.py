@@ -58,7 +58,9 @@ def _setup_context(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
     ctx.descending = descending
 
 
-def _backward(ctx: Any, grad_values: torch.Tensor | None, grad_indices: torch.Tensor | None) -> tuple[torch.Tensor | None, ...]:
+def _backward(
+    ctx: Any, grad_values: torch.Tensor | None, grad_indices: torch.Tensor | None
+) -> tuple[torch.Tensor | None, ...]:
     x, values, indices = ctx.saved_tensors
     grad_x = torch.ops.generated_ops.bitonic_sort_backward.default(
         grad_values, x, ctx.dim, ctx.descending, values, indices

@@ -8,7 +8,9 @@ from __future__ import annotations
 import torch
 
 
-def reference_bitonic_sort(x: torch.Tensor, dim: int = -1, descending: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+def reference_bitonic_sort(
+    x: torch.Tensor, dim: int = -1, descending: bool = False
+) -> tuple[torch.Tensor, torch.Tensor]:
     """torch.sort, stable: ties keep their order, so the indices are defined exactly."""
     values, indices = torch.sort(x, dim=dim, descending=descending, stable=True)
     return values, indices

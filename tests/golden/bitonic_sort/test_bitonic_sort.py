@@ -56,7 +56,9 @@ class TestBitonicSort(GradientSuite):
         values, indices = bitonic_sort(x, descending=descending)
         # Every NaN sorts after +inf, as torch documents and its CPU sort does; its CUDA sort puts
         # a NaN with the sign bit set first instead, so the reference runs on the CPU.
-        expected_values, expected_indices = (t.to(device) for t in reference_bitonic_sort(x.cpu(), descending=descending))
+        expected_values, expected_indices = (
+            t.to(device) for t in reference_bitonic_sort(x.cpu(), descending=descending)
+        )
         assert torch.equal(indices, expected_indices)
         # The values are x's own elements, bit for bit (-0.0 stays -0.0, a NaN keeps its payload);
         # indexing, because torch's CPU gather rewrites NaN bits in 16-bit dtypes.

@@ -11,7 +11,7 @@ import torch
 
 def reference_mish(x: torch.Tensor) -> torch.Tensor:
     """x * tanh(softplus(x)), by PyTorch (printed from the same parse as the kernels)."""
-    return (x * torch.tanh(torch.nn.functional.softplus(x)))
+    return x * torch.tanh(torch.nn.functional.softplus(x))
 
 
 def reference_mish_gradients(grad_output: torch.Tensor, x: torch.Tensor) -> torch.Tensor:

@@ -22,7 +22,7 @@ TENSORS = ("x", "y")
 # The non-tensor arguments of every timed call.
 SCALARS: dict[str, Any] = {}
 # Bytes each output element writes: floating outputs in the input's dtype, integer ones int64.
-OUTPUT_INT64 = (False, )
+OUTPUT_INT64 = (False,)
 
 
 def workloads(dtype: torch.dtype, device: str, reads: int, writes: int) -> list[Workload]:

@@ -12,7 +12,7 @@ import torch
 def reference_relu_scale(x: torch.Tensor, alpha: float = 1.5) -> torch.Tensor:
     """alpha * max(x, 0), by PyTorch (printed from the same parse as the kernels)."""
     alpha = x.new_tensor(alpha)  # 0-d, so that torch functions take it
-    return (alpha * torch.where(x <= 0.0, 0.0, x))
+    return alpha * torch.where(x <= 0.0, 0.0, x)
 
 
 def reference_relu_scale_gradients(grad_output: torch.Tensor, x: torch.Tensor, alpha: float = 1.5) -> torch.Tensor:

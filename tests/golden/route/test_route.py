@@ -31,6 +31,7 @@ class TestRoute(GradientSuite):
         # EDIT HERE: valid arguments for one call, with tensors of the test shape `shape`.
         return {
             "logits": random_tensor(shape, dtype, device),
+            "mode": "top",
         }
 
 

@@ -29,5 +29,7 @@ if __name__ == "__main__":
         reference=functools.partial(reference_softmax, **PARAMS),
         backward=functools.partial(torch.ops.generated_ops.softmax_backward, **PARAMS),
         # PyTorch's own backward kernel for the same op, called directly.
-        reference_backward=lambda grad_output, output: torch.ops.aten._softmax_backward_data(grad_output, output, PARAMS['dim'], output.dtype),
+        reference_backward=lambda grad_output, output: torch.ops.aten._softmax_backward_data(
+            grad_output, output, PARAMS["dim"], output.dtype
+        ),
     )

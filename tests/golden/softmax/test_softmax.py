@@ -24,9 +24,40 @@ from .reference import reference_softmax, reference_softmax_backward
 # cluster of 2, 4, 8 or 16 blocks (16-byte float rows and backward keep each slice's head in
 # registers, the rest in shared memory), and the long-row fallback. Multiples of 16 bytes take the
 # vector loads; the odd lengths take the scalar ones.
-PATH_ROW_LENGTHS = [1, 2, 31, 32, 33, 127, 128, 129, 1023, 1024, 1025, 1028, 2048, 4096, 4097, 4104, 8192, 16384, 16385,
-                    16392, 32768, 32776, 65536, 65537, 65544, 131072, 131080, 262_144, 262_148, 262_152, 1 << 20,
-                    1 << 22]
+PATH_ROW_LENGTHS = [
+    1,
+    2,
+    31,
+    32,
+    33,
+    127,
+    128,
+    129,
+    1023,
+    1024,
+    1025,
+    1028,
+    2048,
+    4096,
+    4097,
+    4104,
+    8192,
+    16384,
+    16385,
+    16392,
+    32768,
+    32776,
+    65536,
+    65537,
+    65544,
+    131072,
+    131080,
+    262_144,
+    262_148,
+    262_152,
+    1 << 20,
+    1 << 22,
+]
 
 
 class TestSoftmax(OneInputSuite, RefusedParamSuite):

@@ -11,10 +11,12 @@ import torch
 
 def reference_swish_gate(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     """x * sigmoid(y), by PyTorch (printed from the same parse as the kernels)."""
-    return (x * torch.sigmoid(y))
+    return x * torch.sigmoid(y)
 
 
-def reference_swish_gate_gradients(grad_output: torch.Tensor, x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, ...]:
+def reference_swish_gate_gradients(
+    grad_output: torch.Tensor, x: torch.Tensor, y: torch.Tensor
+) -> tuple[torch.Tensor, ...]:
     """The derived gradients in PyTorch: what the backward kernel computes, as eager ops.
 
     For the benchmark's eager and torch.compile contenders (inputs of one shape). The tests check

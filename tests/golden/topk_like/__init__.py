@@ -23,7 +23,16 @@ class TopkLikeResult(NamedTuple):
     indices: torch.Tensor  # int64
 
 
-def topk_like(x: torch.Tensor, weight: torch.Tensor | None, k: int, eps: float = 1e-05, largest: bool = True, dims: Sequence[int] = (0, 1), *, scale: float | None = None) -> TopkLikeResult:
+def topk_like(
+    x: torch.Tensor,
+    weight: torch.Tensor | None,
+    k: int,
+    eps: float = 1e-05,
+    largest: bool = True,
+    dims: Sequence[int] = (0, 1),
+    *,
+    scale: float | None = None,
+) -> TopkLikeResult:
     """An op of the signature (Tensor x, Tensor? weight, int k, float eps=1e-5, bool largest=True, int[] dims=[0, 1], *, float? scale=None) -> (Tensor values, Tensor indices) (placeholder kernels: edit the places marked EDIT HERE).
 
     Tensors are float32, float64, float16 or bfloat16, all on one device (the CPU or a CUDA GPU)
@@ -36,7 +45,9 @@ def topk_like(x: torch.Tensor, weight: torch.Tensor | None, k: int, eps: float =
 class TopkLike(torch.nn.Module):
     """``topk_like`` as a module: the non-tensor arguments are set once, at construction."""
 
-    def __init__(self, k: int, eps: float = 1e-05, largest: bool = True, dims: Sequence[int] = (0, 1), scale: float | None = None) -> None:
+    def __init__(
+        self, k: int, eps: float = 1e-05, largest: bool = True, dims: Sequence[int] = (0, 1), scale: float | None = None
+    ) -> None:
         super().__init__()
         self.k = k
         self.eps = eps
@@ -45,10 +56,20 @@ class TopkLike(torch.nn.Module):
         self.scale = scale
 
     def forward(self, x: torch.Tensor, weight: torch.Tensor | None) -> TopkLikeResult:
-        return topk_like(x=x, weight=weight, k=self.k, eps=self.eps, largest=self.largest, dims=self.dims, scale=self.scale)
+        return topk_like(
+            x=x, weight=weight, k=self.k, eps=self.eps, largest=self.largest, dims=self.dims, scale=self.scale
+        )
 
     def extra_repr(self) -> str:
-        return ", ".join([f"k={self.k!r}", f"eps={self.eps!r}", f"largest={self.largest!r}", f"dims={self.dims!r}", f"scale={self.scale!r}"])
+        return ", ".join(
+            [
+                f"k={self.k!r}",
+                f"eps={self.eps!r}",
+                f"largest={self.largest!r}",
+                f"dims={self.dims!r}",
+                f"scale={self.scale!r}",
+            ]
+        )
 
 
 # Autograd: the forward keeps its tensor inputs and outputs; the backward op turns the outputs'
@@ -67,7 +88,9 @@ def _setup_context(ctx: Any, inputs: tuple[Any, ...], keyword_only_inputs: dict[
     ctx.scale = scale
 
 
-def _backward(ctx: Any, grad_values: torch.Tensor | None, grad_indices: torch.Tensor | None) -> tuple[torch.Tensor | None, ...]:
+def _backward(
+    ctx: Any, grad_values: torch.Tensor | None, grad_indices: torch.Tensor | None
+) -> tuple[torch.Tensor | None, ...]:
     x, weight, values, indices = ctx.saved_tensors
     grad_x, grad_weight = torch.ops.generated_ops.topk_like_backward.default(
         grad_values, x, weight, ctx.k, ctx.eps, ctx.largest, ctx.dims, ctx.scale, values, indices

@@ -10,7 +10,16 @@ from collections.abc import Sequence
 import torch
 
 
-def reference_topk_like(x: torch.Tensor, weight: torch.Tensor | None, k: int, eps: float = 1e-05, largest: bool = True, dims: Sequence[int] = (0, 1), *, scale: float | None = None) -> tuple[torch.Tensor, ...]:
+def reference_topk_like(
+    x: torch.Tensor,
+    weight: torch.Tensor | None,
+    k: int,
+    eps: float = 1e-05,
+    largest: bool = True,
+    dims: Sequence[int] = (0, 1),
+    *,
+    scale: float | None = None,
+) -> tuple[torch.Tensor, ...]:
     """The op in plain PyTorch; the tests compare the kernels and their gradients to it."""
     # EDIT HERE: the same math as the kernels (the placeholder: copies of x, each element's
     # position for integer outputs).

@@ -26,9 +26,9 @@
 namespace opgen {
 
 struct Broadcast {
-  at::DimVector shape;                // the output's shape
-  at::ScalarType dtype;               // the output's dtype: the kernel's storage type
-  std::vector<at::Tensor> inputs;     // each input, contiguous, of `shape` and `dtype`
+  at::DimVector shape;             // the output's shape
+  at::ScalarType dtype;            // the output's dtype: the kernel's storage type
+  std::vector<at::Tensor> inputs;  // each input, contiguous, of `shape` and `dtype`
 };
 
 inline bool broadcastable(c10::IntArrayRef a, c10::IntArrayRef b) {
@@ -49,7 +49,8 @@ inline at::ScalarType promoted_dtype(c10::ArrayRef<at::Tensor> tensors) {
   at::ScalarType dtype = at::ScalarType::Undefined;
   for (const at::Tensor& t : tensors) {
     if (any_dimensioned && t.dim() == 0) continue;
-    dtype = dtype == at::ScalarType::Undefined ? t.scalar_type() : c10::promoteTypes(dtype, t.scalar_type());
+    dtype = dtype == at::ScalarType::Undefined ? t.scalar_type()
+                                               : c10::promoteTypes(dtype, t.scalar_type());
   }
   return dtype;
 }
@@ -57,18 +58,20 @@ inline at::ScalarType promoted_dtype(c10::ArrayRef<at::Tensor> tensors) {
 // The caller has checked that every input is a floating-point tensor on one device. Inputs that
 // do not broadcast are refused by the first pair that does not (pairwise is enough: sizes that
 // agree two by two agree all together).
-inline Broadcast broadcast_inputs(c10::ArrayRef<at::Tensor> tensors, c10::ArrayRef<const char*> names,
-                                  const char* op) {
+inline Broadcast broadcast_inputs(c10::ArrayRef<at::Tensor> tensors,
+                                  c10::ArrayRef<const char*> names, const char* op) {
   TORCH_INTERNAL_ASSERT(!tensors.empty() && tensors.size() == names.size());
   for (size_t i = 0; i < tensors.size(); ++i) {
     for (size_t j = i + 1; j < tensors.size(); ++j) {
-      TORCH_CHECK(broadcastable(tensors[i].sizes(), tensors[j].sizes()), op, ": arguments '", names[i],
-                  "' and '", names[j], "' must have shapes that broadcast together, but got ",
+      TORCH_CHECK(broadcastable(tensors[i].sizes(), tensors[j].sizes()), op, ": arguments '",
+                  names[i], "' and '", names[j],
+                  "' must have shapes that broadcast together, but got ",
                   shape_string(tensors[i].sizes()), " and ", shape_string(tensors[j].sizes()));
     }
   }
   Broadcast broadcast{{}, promoted_dtype(tensors), {}};
-  for (const at::Tensor& t : tensors) broadcast.shape = at::infer_size_dimvector(broadcast.shape, t.sizes());
+  for (const at::Tensor& t : tensors)
+    broadcast.shape = at::infer_size_dimvector(broadcast.shape, t.sizes());
   broadcast.inputs.reserve(tensors.size());
   for (const at::Tensor& t : tensors) {
     // No copy at all when the input already has the shape and dtype and is contiguous.
@@ -78,13 +81,14 @@ inline Broadcast broadcast_inputs(c10::ArrayRef<at::Tensor> tensors, c10::ArrayR
 }
 
 // The incoming gradient of such an op's backward must look like the forward's output.
-inline void check_like_output(const at::Tensor& grad_output, const Broadcast& broadcast, const char* op) {
+inline void check_like_output(const at::Tensor& grad_output, const Broadcast& broadcast,
+                              const char* op) {
   TORCH_CHECK(grad_output.sizes() == c10::IntArrayRef(broadcast.shape), op,
               ": argument 'grad_output' must have the shape of the forward's output ",
               shape_string(broadcast.shape), ", but got ", shape_string(grad_output.sizes()));
   TORCH_CHECK(grad_output.scalar_type() == broadcast.dtype, op,
-              ": argument 'grad_output' must have the dtype of the forward's output, ", broadcast.dtype,
-              ", but got ", grad_output.scalar_type());
+              ": argument 'grad_output' must have the dtype of the forward's output, ",
+              broadcast.dtype, ", but got ", grad_output.scalar_type());
 }
 
 }  // namespace opgen

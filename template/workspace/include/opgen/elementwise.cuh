@@ -62,7 +62,8 @@ __device__ __forceinline__ void put(Pack<T, kVec> (&result)[1], int j, const Val
 }
 
 template <typename T, int kVec, typename Value, int kOutputs>
-__device__ __forceinline__ void put(Pack<T, kVec> (&result)[kOutputs], int j, const Results<Value, kOutputs>& values) {
+__device__ __forceinline__ void put(Pack<T, kVec> (&result)[kOutputs], int j,
+                                    const Results<Value, kOutputs>& values) {
 #pragma unroll
   for (int o = 0; o < kOutputs; ++o) result[o].elem[j] = static_cast<T>(values.values[o]);
 }
@@ -73,9 +74,11 @@ __device__ __forceinline__ void put(Pack<T, kVec> (&result)[kOutputs], int j, co
 // two were even from 256 MiB up.
 template <int kArity, int kOutputs, int kVec, int kUnroll, typename T, typename Fn>
 __global__ void __launch_bounds__(kElementwiseThreads)
-    elementwise_kernel(OutputPointers<T, kOutputs> out, InputPointers<T, kArity> in, int64_t n, Fn fn) {
+    elementwise_kernel(OutputPointers<T, kOutputs> out, InputPointers<T, kArity> in, int64_t n,
+                       Fn fn) {
   const int64_t num_packs = n / kVec;
-  const int64_t first = static_cast<int64_t>(blockIdx.x) * (kElementwiseThreads * kUnroll) + threadIdx.x;
+  const int64_t first =
+      static_cast<int64_t>(blockIdx.x) * (kElementwiseThreads * kUnroll) + threadIdx.x;
   Pack<T, kVec> packs[kUnroll][kArity];
 #pragma unroll
   for (int u = 0; u < kUnroll; ++u) {
@@ -91,7 +94,8 @@ __global__ void __launch_bounds__(kElementwiseThreads)
     if (p < num_packs) {
       Pack<T, kVec> result[kOutputs];
 #pragma unroll
-      for (int j = 0; j < kVec; ++j) put(result, j, apply_at(fn, packs[u], j, std::make_index_sequence<kArity>{}));
+      for (int j = 0; j < kVec; ++j)
+        put(result, j, apply_at(fn, packs[u], j, std::make_index_sequence<kArity>{}));
 #pragma unroll
       for (int o = 0; o < kOutputs; ++o) store_pack<T, kVec>(out.ptr[o] + p * kVec, result[o]);
     } else if (kVec > 1 && p == num_packs) {
@@ -115,7 +119,8 @@ __global__ void __launch_bounds__(kElementwiseThreads)
 // per value `fn` returns. The caller holds the device guard and has checked the inputs; the
 // outputs are freshly allocated.
 template <typename T, std::size_t kOutputCount, typename Fn, typename... Tensors>
-void launch_elementwise(const std::array<at::Tensor, kOutputCount>& outs, Fn fn, const Tensors&... inputs) {
+void launch_elementwise(const std::array<at::Tensor, kOutputCount>& outs, Fn fn,
+                        const Tensors&... inputs) {
   constexpr int kArity = sizeof...(Tensors);
   constexpr int kOutputs = static_cast<int>(kOutputCount);
   static_assert(kArity >= 1, "an elementwise op needs at least one input");
@@ -146,14 +151,17 @@ void launch_elementwise(const std::array<at::Tensor, kOutputCount>& outs, Fn fn,
   };
   const int64_t packs = (n + kVec - 1) / kVec;
   if (!aligned) {
-    elementwise_kernel<kArity, kOutputs, 1, kUnroll, T><<<blocks_for(n, kUnroll), kElementwiseThreads, 0, stream>>>(out, in, n, fn);
+    elementwise_kernel<kArity, kOutputs, 1, kUnroll, T>
+        <<<blocks_for(n, kUnroll), kElementwiseThreads, 0, stream>>>(out, in, n, fn);
   } else if (kUnroll > 1 && blocks_for(packs, kUnroll) < 2u * multiprocessor_count()) {
     // Too few blocks to give every multiprocessor two: latency bounds such a tensor, not
-    // instructions, and one pack a thread spreads it over kUnroll times the threads. H200, gelu on 1 MiB
-    // of float32, % of a device copy: 77 at 4 packs a thread, 91 at 1.
-    elementwise_kernel<kArity, kOutputs, kVec, 1, T><<<blocks_for(packs, 1), kElementwiseThreads, 0, stream>>>(out, in, n, fn);
+    // instructions, and one pack a thread spreads it over kUnroll times the threads. H200, gelu on
+    // 1 MiB of float32, % of a device copy: 77 at 4 packs a thread, 91 at 1.
+    elementwise_kernel<kArity, kOutputs, kVec, 1, T>
+        <<<blocks_for(packs, 1), kElementwiseThreads, 0, stream>>>(out, in, n, fn);
   } else {
-    elementwise_kernel<kArity, kOutputs, kVec, kUnroll, T><<<blocks_for(packs, kUnroll), kElementwiseThreads, 0, stream>>>(out, in, n, fn);
+    elementwise_kernel<kArity, kOutputs, kVec, kUnroll, T>
+        <<<blocks_for(packs, kUnroll), kElementwiseThreads, 0, stream>>>(out, in, n, fn);
   }
   OPGEN_CHECK_LAUNCH();
 }
@@ -167,7 +175,9 @@ void launch_elementwise(const at::Tensor& out, Fn fn, const Tensors&... inputs) 
 // A CUDA GPU as a device of the shared elementwise host code (opgen/elementwise_op.h).
 struct OnCuda {
   using Guard = c10::cuda::CUDAGuard;
-  static void check(const at::Tensor& t, const char* op, const char* arg) { check_cuda(t, op, arg); }
+  static void check(const at::Tensor& t, const char* op, const char* arg) {
+    check_cuda(t, op, arg);
+  }
   template <typename T, typename Out, typename Fn, typename... Tensors>
   static void launch(const Out& out, Fn fn, const Tensors&... inputs) {
     launch_elementwise<T>(out, fn, inputs...);

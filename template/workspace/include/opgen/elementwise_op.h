@@ -35,10 +35,12 @@ struct PreparedInputs {
 };
 
 template <class Device, std::size_t N>
-void check_elementwise_inputs(const char* op, const char* const (&names)[N], const at::Tensor (&inputs)[N]) {
+void check_elementwise_inputs(const char* op, const char* const (&names)[N],
+                              const at::Tensor (&inputs)[N]) {
   for (std::size_t i = 0; i < N; ++i) Device::check(inputs[i], op, names[i]);
   for (std::size_t i = 0; i < N; ++i) check_floating(inputs[i], op, names[i]);
-  for (std::size_t i = 1; i < N; ++i) check_same_device(inputs[0], names[0], inputs[i], names[i], op);
+  for (std::size_t i = 1; i < N; ++i)
+    check_same_device(inputs[0], names[0], inputs[i], names[i], op);
 }
 
 // One input is only made contiguous (it keeps its dtype); several broadcast together and promote
@@ -52,7 +54,8 @@ PreparedInputs<N> prepare_elementwise_inputs(const char* op, const char* const (
     prepared.shape = at::DimVector(inputs[0].sizes());
     prepared.dtype = inputs[0].scalar_type();
   } else {
-    Broadcast broadcast = broadcast_inputs(c10::ArrayRef<at::Tensor>(inputs, N), c10::ArrayRef<const char*>(names, N), op);
+    Broadcast broadcast = broadcast_inputs(c10::ArrayRef<at::Tensor>(inputs, N),
+                                           c10::ArrayRef<const char*>(names, N), op);
     for (std::size_t i = 0; i < N; ++i) prepared.tensors[i] = std::move(broadcast.inputs[i]);
     prepared.shape = std::move(broadcast.shape);
     prepared.dtype = broadcast.dtype;
@@ -62,19 +65,21 @@ PreparedInputs<N> prepare_elementwise_inputs(const char* op, const char* const (
 
 // output = forward(inputs...), elementwise.
 template <class Device, class Functors, std::size_t N, class... Params>
-at::Tensor elementwise_forward(const char* op, const char* const (&names)[N], const at::Tensor (&inputs)[N],
-                               const Params&... params) {
+at::Tensor elementwise_forward(const char* op, const char* const (&names)[N],
+                               const at::Tensor (&inputs)[N], const Params&... params) {
   check_elementwise_inputs<Device>(op, names, inputs);
   const typename Device::Guard device_guard(inputs[0].device());
   const PreparedInputs<N> prepared = prepare_elementwise_inputs(op, names, inputs);
   at::Tensor output = at::empty(prepared.shape, prepared.tensors[0].options());
-  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, prepared.dtype, "elementwise_forward", [&] {
-    const auto run = [&](auto forward) {
-      std::apply([&](const auto&... in) { Device::template launch<scalar_t>(output, forward, in...); },
-                 prepared.tensors);
-    };
-    Functors::template forward<scalar_t>(run, params...);
-  });
+  AT_DISPATCH_FLOATING_TYPES_AND2(
+      at::kHalf, at::kBFloat16, prepared.dtype, "elementwise_forward", [&] {
+        const auto run = [&](auto forward) {
+          std::apply(
+              [&](const auto&... in) { Device::template launch<scalar_t>(output, forward, in...); },
+              prepared.tensors);
+        };
+        Functors::template forward<scalar_t>(run, params...);
+      });
   return output;
 }
 
@@ -82,8 +87,9 @@ at::Tensor elementwise_forward(const char* op, const char* const (&names)[N], co
 // a tensor for one input, a tuple for several (the autograd backward sums each over the
 // dimensions its input was broadcast along).
 template <class Device, class Functors, std::size_t N, class... Params>
-auto elementwise_backward(const char* op, const char* const (&names)[N], const at::Tensor& grad_output,
-                          const at::Tensor (&inputs)[N], const Params&... params) {
+auto elementwise_backward(const char* op, const char* const (&names)[N],
+                          const at::Tensor& grad_output, const at::Tensor (&inputs)[N],
+                          const Params&... params) {
   Device::check(grad_output, op, "grad_output");
   check_elementwise_inputs<Device>(op, names, inputs);
   check_same_device(grad_output, "grad_output", inputs[0], names[0], op);
@@ -99,20 +105,21 @@ auto elementwise_backward(const char* op, const char* const (&names)[N], const a
   const at::Tensor grad = grad_output.contiguous();
   std::array<at::Tensor, N> grads;
   for (at::Tensor& g : grads) g = at::empty(prepared.shape, grad.options());
-  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, prepared.dtype, "elementwise_backward", [&] {
-    const auto run = [&](auto backward) {
-      std::apply(
-          [&](const auto&... in) {
-            if constexpr (N == 1) {
-              Device::template launch<scalar_t>(grads[0], backward, grad, in...);
-            } else {
-              Device::template launch<scalar_t>(grads, backward, grad, in...);
-            }
-          },
-          prepared.tensors);
-    };
-    Functors::template backward<scalar_t>(run, params...);
-  });
+  AT_DISPATCH_FLOATING_TYPES_AND2(
+      at::kHalf, at::kBFloat16, prepared.dtype, "elementwise_backward", [&] {
+        const auto run = [&](auto backward) {
+          std::apply(
+              [&](const auto&... in) {
+                if constexpr (N == 1) {
+                  Device::template launch<scalar_t>(grads[0], backward, grad, in...);
+                } else {
+                  Device::template launch<scalar_t>(grads, backward, grad, in...);
+                }
+              },
+              prepared.tensors);
+        };
+        Functors::template backward<scalar_t>(run, params...);
+      });
   if constexpr (N == 1) {
     return grads[0];
   } else {

@@ -33,12 +33,15 @@ C10_HOST_DEVICE NormalCdfPdf<T> normal_cdf_pdf(T x) {
   if constexpr (kFast) {
     const float z = std::abs(x) * float(kSqrtHalf);
     const float t = opgen::fast_divide(1.0f, 1.0f + 0.3275911f * z);
-    const float poly = t * (0.254829592f + t * (-0.284496736f + t * (1.421413741f + t * (-1.453152027f + t * 1.061405429f))));
-    const float gaussian = opgen::fast_exp(-z * z);  // e^(-x^2/2)
+    const float poly =
+        t * (0.254829592f +
+             t * (-0.284496736f + t * (1.421413741f + t * (-1.453152027f + t * 1.061405429f))));
+    const float gaussian = opgen::fast_exp(-z * z);   // e^(-x^2/2)
     const float lower_tail = 0.5f * poly * gaussian;  // Phi(-|x|)
     return {x < T(0) ? lower_tail : T(1) - lower_tail, float(kInvSqrt2Pi) * gaussian};
   } else if constexpr (std::is_same_v<T, float>) {
-    return {0.5f * (1.0f + std::erf(x * float(kSqrtHalf))), float(kInvSqrt2Pi) * std::exp(-0.5f * x * x)};
+    return {0.5f * (1.0f + std::erf(x * float(kSqrtHalf))),
+            float(kInvSqrt2Pi) * std::exp(-0.5f * x * x)};
   } else {
     return {T(0.5) * std::erfc(-x * T(kSqrtHalf)), T(kInvSqrt2Pi) * std::exp(T(-0.5) * x * x)};
   }

@@ -125,7 +125,9 @@ __device__ __forceinline__ float exp2_ftz(float x) {
 #endif
 }
 
-__device__ __forceinline__ double exp2_ftz(double x) { return exp2(x); }
+__device__ __forceinline__ double exp2_ftz(double x) {
+  return exp2(x);
+}
 
 // Online softmax normalizer (Milakov & Gimelshein, "Online normalizer calculation for softmax",
 // 2018): the max of some values and the sum of exp(value - max). Two of them merge without

@@ -106,7 +106,9 @@ __device__ __forceinline__ typename Fn::State reduce_values(const M (&v)[Fn::kIn
     return Fn::reduce(v);
   } else {
     const typename Fn::Combine combine;
-    const auto transform = [](auto... x) { return Fn::transform(x...); };
+    const auto transform = [](auto... x) {
+      return Fn::transform(x...);
+    };
     typename Fn::State state = Fn::identity();
 #pragma unroll
     for (int i = 0; i < N; ++i) state = combine(state, at_element(transform, v, i));
@@ -302,9 +304,8 @@ constexpr int load_batch() {
 // three, and softmax's forward measured lower (bfloat16 65536: 72 against 77). The one-value path
 // (kPack 1) is correct, not tuned, and keeps none either.
 template <typename Fn, typename T, int kPack>
-constexpr int kHeadColsPerThread = kPack > 1 && (Fn::kInputs > 1 || sizeof(T) >= 4)
-                                       ? kRegisterRowColsPerThread / Fn::kInputs
-                                       : 0;
+constexpr int kHeadColsPerThread =
+    kPack > 1 && (Fn::kInputs > 1 || sizeof(T) >= 4) ? kRegisterRowColsPerThread / Fn::kInputs : 0;
 
 template <typename Fn, typename T, int kPack>
 constexpr int64_t kHeadCols = int64_t{kRowBlockThreads} * kHeadColsPerThread<Fn, T, kPack>;
@@ -506,7 +507,9 @@ __global__ void __launch_bounds__(kStridedBlockThreads, kMinBlocksPerSm<T>)
 
 // ---- Host side: choosing and launching a path. ----
 
-inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+inline int64_t ceil_div(int64_t a, int64_t b) {
+  return (a + b - 1) / b;
+}
 
 // The smallest power of two that is at least n, capped at the power of two `cap`.
 inline int capped_power_of_two(int64_t n, int cap) {

@@ -10,20 +10,27 @@ namespace {
 
 // Meta kernels give the outputs' shapes and dtypes without computing them: torch.compile and
 // torch.library.opcheck trace the op through them, and they allocate as the real kernels do.
-std::tuple<at::Tensor, at::Tensor> bitonic_sort_meta(const at::Tensor& x, int64_t dim, bool descending) {
+std::tuple<at::Tensor, at::Tensor> bitonic_sort_meta(const at::Tensor& x, int64_t dim,
+                                                     bool descending) {
   bitonic_sort_op::check_arguments(x, dim, descending);
   return bitonic_sort_op::empty_outputs(x, dim, descending);
 }
 
-at::Tensor bitonic_sort_backward_meta(const at::Tensor& grad_values, const at::Tensor& x, int64_t dim, bool descending, const at::Tensor& values, const at::Tensor& indices) {
+at::Tensor bitonic_sort_backward_meta(const at::Tensor& grad_values, const at::Tensor& x,
+                                      int64_t dim, bool descending, const at::Tensor& values,
+                                      const at::Tensor& indices) {
   return bitonic_sort_op::empty_gradients(grad_values, x, dim, descending, values, indices);
 }
 
 }  // namespace
 
 TORCH_LIBRARY_FRAGMENT(generated_ops, m) {
-  m.def("bitonic_sort(Tensor x, int dim=-1, bool descending=False) -> (Tensor values, Tensor indices)");
-  m.def("bitonic_sort_backward(Tensor grad_values, Tensor x, int dim, bool descending, Tensor values, Tensor indices) -> Tensor");
+  m.def(
+      "bitonic_sort(Tensor x, int dim=-1, bool descending=False) -> (Tensor values, Tensor "
+      "indices)");
+  m.def(
+      "bitonic_sort_backward(Tensor grad_values, Tensor x, int dim, bool descending, Tensor "
+      "values, Tensor indices) -> Tensor");
 }
 
 TORCH_LIBRARY_IMPL(generated_ops, Meta, m) {

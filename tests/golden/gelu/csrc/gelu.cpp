@@ -6,4 +6,3 @@ TORCH_LIBRARY_FRAGMENT(generated_ops, m) {
   m.def("gelu(Tensor x, str approximate=\"none\") -> Tensor");
   m.def("gelu_backward(Tensor grad_output, Tensor x, str approximate=\"none\") -> Tensor");
 }
-

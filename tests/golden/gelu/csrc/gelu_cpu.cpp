@@ -12,7 +12,9 @@ TORCH_LIBRARY_IMPL(generated_ops, CPU, m) {
   m.impl("gelu", [](const at::Tensor& x, c10::string_view approximate) {
     return opgen::elementwise_forward<opgen::OnCpu, Functors>("gelu", {"x"}, {x}, approximate);
   });
-  m.impl("gelu_backward", [](const at::Tensor& grad_output, const at::Tensor& x, c10::string_view approximate) {
-    return opgen::elementwise_backward<opgen::OnCpu, Functors>("gelu", {"x"}, grad_output, {x}, approximate);
-  });
+  m.impl("gelu_backward",
+         [](const at::Tensor& grad_output, const at::Tensor& x, c10::string_view approximate) {
+           return opgen::elementwise_backward<opgen::OnCpu, Functors>("gelu", {"x"}, grad_output,
+                                                                      {x}, approximate);
+         });
 }

@@ -19,7 +19,7 @@
 namespace gelu_math {
 
 constexpr double kSqrt2OverPi = 0.79788456080286535588;  // sqrt(2 / pi)
-constexpr double kTanhCubic = 0.044715;                 // Hendrycks & Gimpel's fit
+constexpr double kTanhCubic = 0.044715;                  // Hendrycks & Gimpel's fit
 
 // (1 + tanh u) / 2 with u = sqrt(2/pi) (x + 0.044715 x^3), computed as the equal 1 / (1 + e^(-2u)):
 // one exp instead of a tanh, and no cancellation in 1 + tanh u for negative u.
@@ -58,7 +58,8 @@ struct GeluBackward {
 // The approximation is a compile-time choice: one branch-free functor for each.
 inline bool uses_tanh(c10::string_view approximate) {
   TORCH_CHECK(approximate == "none" || approximate == "tanh",
-              "gelu: argument 'approximate' must be \"none\" or \"tanh\", but got \"", approximate, "\"");
+              "gelu: argument 'approximate' must be \"none\" or \"tanh\", but got \"", approximate,
+              "\"");
   return approximate == "tanh";
 }
 

@@ -6,4 +6,3 @@ TORCH_LIBRARY_FRAGMENT(generated_ops, m) {
   m.def("mish(Tensor x) -> Tensor");
   m.def("mish_backward(Tensor grad_output, Tensor x) -> Tensor");
 }
-

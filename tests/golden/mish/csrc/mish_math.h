@@ -31,7 +31,9 @@ struct MishBackward {
   template <typename T>
   C10_HOST_DEVICE T operator()(T grad_output, T x) const {
     const T _t0 = opgen::formula::softplus<kFast>(x);
-    return grad_output * ((x * opgen::formula::sech2<kFast>(_t0) * opgen::formula::sigmoid<kFast>(x)) + opgen::formula::tanh<kFast>(_t0));
+    return grad_output *
+           ((x * opgen::formula::sech2<kFast>(_t0) * opgen::formula::sigmoid<kFast>(x)) +
+            opgen::formula::tanh<kFast>(_t0));
   }
 };
 

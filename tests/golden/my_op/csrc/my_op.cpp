@@ -6,4 +6,3 @@ TORCH_LIBRARY_FRAGMENT(generated_ops, m) {
   m.def("my_op(Tensor x) -> Tensor");
   m.def("my_op_backward(Tensor grad_output, Tensor x) -> Tensor");
 }
-

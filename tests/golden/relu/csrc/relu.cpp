@@ -6,4 +6,3 @@ TORCH_LIBRARY_FRAGMENT(generated_ops, m) {
   m.def("relu(Tensor x) -> Tensor");
   m.def("relu_backward(Tensor grad_output, Tensor x) -> Tensor");
 }
-

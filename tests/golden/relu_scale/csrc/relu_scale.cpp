@@ -6,4 +6,3 @@ TORCH_LIBRARY_FRAGMENT(generated_ops, m) {
   m.def("relu_scale(Tensor x, float alpha=1.5) -> Tensor");
   m.def("relu_scale_backward(Tensor grad_output, Tensor x, float alpha=1.5) -> Tensor");
 }
-

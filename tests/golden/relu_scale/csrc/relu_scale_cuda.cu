@@ -12,7 +12,9 @@ TORCH_LIBRARY_IMPL(generated_ops, CUDA, m) {
   m.impl("relu_scale", [](const at::Tensor& x, double alpha) {
     return opgen::elementwise_forward<opgen::OnCuda, Functors>("relu_scale", {"x"}, {x}, alpha);
   });
-  m.impl("relu_scale_backward", [](const at::Tensor& grad_output, const at::Tensor& x, double alpha) {
-    return opgen::elementwise_backward<opgen::OnCuda, Functors>("relu_scale", {"x"}, grad_output, {x}, alpha);
-  });
+  m.impl("relu_scale_backward",
+         [](const at::Tensor& grad_output, const at::Tensor& x, double alpha) {
+           return opgen::elementwise_backward<opgen::OnCuda, Functors>("relu_scale", {"x"},
+                                                                       grad_output, {x}, alpha);
+         });
 }

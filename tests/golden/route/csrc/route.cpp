@@ -10,20 +10,24 @@ namespace {
 
 // Meta kernels give the outputs' shapes and dtypes without computing them: torch.compile and
 // torch.library.opcheck trace the op through them, and they allocate as the real kernels do.
-std::tuple<at::Tensor, at::Tensor> route_meta(const at::Tensor& logits) {
-  route_op::check_arguments(logits);
-  return route_op::empty_outputs(logits);
+std::tuple<at::Tensor, at::Tensor> route_meta(const at::Tensor& logits, c10::string_view mode) {
+  route_op::check_arguments(logits, mode);
+  return route_op::empty_outputs(logits, mode);
 }
 
-at::Tensor route_backward_meta(const at::Tensor& grad_probs, const at::Tensor& logits, const at::Tensor& probs, const at::Tensor& expert) {
-  return route_op::empty_gradients(grad_probs, logits, probs, expert);
+at::Tensor route_backward_meta(const at::Tensor& grad_probs, const at::Tensor& logits,
+                               c10::string_view mode, const at::Tensor& probs,
+                               const at::Tensor& expert) {
+  return route_op::empty_gradients(grad_probs, logits, mode, probs, expert);
 }
 
 }  // namespace
 
 TORCH_LIBRARY_FRAGMENT(generated_ops, m) {
-  m.def("route(Tensor logits) -> (Tensor probs, Tensor expert)");
-  m.def("route_backward(Tensor grad_probs, Tensor logits, Tensor probs, Tensor expert) -> Tensor");
+  m.def("route(Tensor logits, str mode=\"top\") -> (Tensor probs, Tensor expert)");
+  m.def(
+      "route_backward(Tensor grad_probs, Tensor logits, str mode, Tensor probs, Tensor expert) -> "
+      "Tensor");
 }
 
 TORCH_LIBRARY_IMPL(generated_ops, Meta, m) {

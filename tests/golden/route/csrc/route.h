@@ -19,13 +19,14 @@ namespace route_op {
 
 // Every Tensor argument on logits's device, with logits's floating dtype (the kernels
 // dispatch on it). Strides are free: the kernels read contiguous copies (.contiguous()).
-inline void check_arguments(const at::Tensor& logits) {
+inline void check_arguments(const at::Tensor& logits, c10::string_view mode) {
   opgen::check_floating(logits, OPGEN_OP, "logits");
 }
 
-// EDIT HERE: the outputs' shapes and dtypes. The placeholder: each output has logits's shape; floating
-// outputs logits's dtype, integer outputs int64.
-inline std::tuple<at::Tensor, at::Tensor> empty_outputs(const at::Tensor& logits) {
+// EDIT HERE: the outputs' shapes and dtypes. The placeholder: each output has logits's shape;
+// floating outputs logits's dtype, integer outputs int64.
+inline std::tuple<at::Tensor, at::Tensor> empty_outputs(const at::Tensor& logits,
+                                                        c10::string_view mode) {
   at::Tensor probs = at::empty_symint(logits.sym_sizes(), logits.options());
   at::Tensor expert = at::empty_symint(logits.sym_sizes(), logits.options().dtype(at::kLong));
   return {probs, expert};
@@ -33,7 +34,9 @@ inline std::tuple<at::Tensor, at::Tensor> empty_outputs(const at::Tensor& logits
 
 // The gradients: each of the input's shape and dtype; an absent optional input's is an empty tensor
 // (its gradient is None in Python).
-inline at::Tensor empty_gradients(const at::Tensor& grad_probs, const at::Tensor& logits, const at::Tensor& probs, const at::Tensor& expert) {
+inline at::Tensor empty_gradients(const at::Tensor& grad_probs, const at::Tensor& logits,
+                                  c10::string_view mode, const at::Tensor& probs,
+                                  const at::Tensor& expert) {
   at::Tensor grad_logits = at::empty_symint(logits.sym_sizes(), logits.options());
   return grad_logits;
 }

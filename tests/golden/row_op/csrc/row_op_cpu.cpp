@@ -26,13 +26,14 @@ void row_op_rows(T* y, const T* x, int64_t rows, int64_t row_length) {
     for (int64_t i = 0; i < row_length; ++i) sum += static_cast<math_t>(row[i]);
     const math_t mean = sum / row_length;
     // EDIT HERE: each output from its input and the reduced value (the placeholder: x - mean).
-    for (int64_t i = 0; i < row_length; ++i) out[i] = static_cast<T>(static_cast<math_t>(row[i]) - mean);
+    for (int64_t i = 0; i < row_length; ++i)
+      out[i] = static_cast<T>(static_cast<math_t>(row[i]) - mean);
   });
 }
 
 template <typename T>
 void row_op_backward_rows(T* grad_x, const T* grad_y, [[maybe_unused]] const T* x, int64_t rows,
-                                 int64_t row_length) {
+                          int64_t row_length) {
   using math_t = at::opmath_type<T>;
   opgen::cpu::for_each_row(rows, row_length, [&](int64_t r) {
     const T* grad_row = grad_y + r * row_length;
@@ -41,7 +42,8 @@ void row_op_backward_rows(T* grad_x, const T* grad_y, [[maybe_unused]] const T* 
     math_t sum = 0;
     for (int64_t i = 0; i < row_length; ++i) sum += static_cast<math_t>(grad_row[i]);
     const math_t mean = sum / row_length;
-    for (int64_t i = 0; i < row_length; ++i) out[i] = static_cast<T>(static_cast<math_t>(grad_row[i]) - mean);
+    for (int64_t i = 0; i < row_length; ++i)
+      out[i] = static_cast<T>(static_cast<math_t>(grad_row[i]) - mean);
   });
 }
 
@@ -53,7 +55,7 @@ at::Tensor row_op_cpu(const at::Tensor& x) {
   if (input.numel() == 0) return output;
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, input.scalar_type(), "row_op_cpu", [&] {
     row_op_rows(output.mutable_data_ptr<scalar_t>(), input.const_data_ptr<scalar_t>(),
-                       input.numel() / row_length, row_length);
+                input.numel() / row_length, row_length);
   });
   return output;
 }
@@ -68,10 +70,12 @@ at::Tensor row_op_backward_cpu(const at::Tensor& grad_output, const at::Tensor& 
   at::Tensor grad_input = at::empty(input.sizes(), input.options());
   const int64_t row_length = input.dim() == 0 ? 1 : input.size(-1);
   if (input.numel() == 0) return grad_input;
-  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, input.scalar_type(), "row_op_backward_cpu", [&] {
-    row_op_backward_rows(grad_input.mutable_data_ptr<scalar_t>(), grad.const_data_ptr<scalar_t>(),
-                                input.const_data_ptr<scalar_t>(), input.numel() / row_length, row_length);
-  });
+  AT_DISPATCH_FLOATING_TYPES_AND2(
+      at::kHalf, at::kBFloat16, input.scalar_type(), "row_op_backward_cpu", [&] {
+        row_op_backward_rows(grad_input.mutable_data_ptr<scalar_t>(),
+                             grad.const_data_ptr<scalar_t>(), input.const_data_ptr<scalar_t>(),
+                             input.numel() / row_length, row_length);
+      });
   return grad_input;
 }
 

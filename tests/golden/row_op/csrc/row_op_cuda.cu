@@ -74,7 +74,9 @@ struct RowOpBackward {
 };
 
 // Rows of the last dimension; a 0-d tensor is one row of one value.
-int64_t row_length_of(const at::Tensor& t) { return t.dim() == 0 ? 1 : t.size(-1); }
+int64_t row_length_of(const at::Tensor& t) {
+  return t.dim() == 0 ? 1 : t.size(-1);
+}
 
 at::Tensor row_op_cuda(const at::Tensor& x) {
   CHECK_CUDA(x);

@@ -6,4 +6,3 @@ TORCH_LIBRARY_FRAGMENT(generated_ops, m) {
   m.def("softmax(Tensor x, int dim=-1) -> Tensor");
   m.def("softmax_backward(Tensor grad_output, Tensor output, int dim=-1) -> Tensor");
 }
-

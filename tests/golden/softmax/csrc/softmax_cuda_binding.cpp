@@ -41,8 +41,7 @@ at::Tensor softmax_backward_cuda(const at::Tensor& grad_output, const at::Tensor
   CHECK_FLOATING(grad_output);
   CHECK_SAME_DTYPE(grad_output, output);
   CHECK_SAME_SHAPE(grad_output, output);
-  const opgen::Slabs slabs =
-      opgen::slabs_of(output, opgen::wrap_dim(dim, output.dim(), OPGEN_OP));
+  const opgen::Slabs slabs = opgen::slabs_of(output, opgen::wrap_dim(dim, output.dim(), OPGEN_OP));
   const c10::cuda::CUDAGuard device_guard(output.device());
   // The kernels index the tensors as dense; strided views pay one copy here.
   const at::Tensor y_dense = output.contiguous();

@@ -7,4 +7,3 @@ TORCH_LIBRARY_FRAGMENT(generated_ops, m) {
   // One gradient per input, each of the broadcast shape.
   m.def("swish_gate_backward(Tensor grad_output, Tensor x, Tensor y) -> (Tensor, Tensor)");
 }
-

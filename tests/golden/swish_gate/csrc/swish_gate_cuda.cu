@@ -12,7 +12,9 @@ TORCH_LIBRARY_IMPL(generated_ops, CUDA, m) {
   m.impl("swish_gate", [](const at::Tensor& x, const at::Tensor& y) {
     return opgen::elementwise_forward<opgen::OnCuda, Functors>("swish_gate", {"x", "y"}, {x, y});
   });
-  m.impl("swish_gate_backward", [](const at::Tensor& grad_output, const at::Tensor& x, const at::Tensor& y) {
-    return opgen::elementwise_backward<opgen::OnCuda, Functors>("swish_gate", {"x", "y"}, grad_output, {x, y});
-  });
+  m.impl("swish_gate_backward",
+         [](const at::Tensor& grad_output, const at::Tensor& x, const at::Tensor& y) {
+           return opgen::elementwise_backward<opgen::OnCuda, Functors>("swish_gate", {"x", "y"},
+                                                                       grad_output, {x, y});
+         });
 }

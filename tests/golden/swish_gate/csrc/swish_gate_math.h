@@ -32,7 +32,8 @@ template <bool kFast>
 struct SwishGateBackward {
   template <typename T>
   C10_HOST_DEVICE opgen::Results<T, 2> operator()(T grad_output, T x, T y) const {
-    return opgen::Results<T, 2>{grad_output * opgen::formula::sigmoid<kFast>(y), grad_output * (x * opgen::formula::sigmoid_grad<kFast>(y))};
+    return opgen::Results<T, 2>{grad_output * opgen::formula::sigmoid<kFast>(y),
+                                grad_output * (x * opgen::formula::sigmoid_grad<kFast>(y))};
   }
 };
 

@@ -10,20 +10,33 @@ namespace {
 
 // Meta kernels give the outputs' shapes and dtypes without computing them: torch.compile and
 // torch.library.opcheck trace the op through them, and they allocate as the real kernels do.
-std::tuple<at::Tensor, at::Tensor> topk_like_meta(const at::Tensor& x, const std::optional<at::Tensor>& weight, int64_t k, double eps, bool largest, at::IntArrayRef dims, std::optional<double> scale) {
+std::tuple<at::Tensor, at::Tensor> topk_like_meta(const at::Tensor& x,
+                                                  const std::optional<at::Tensor>& weight,
+                                                  int64_t k, double eps, bool largest,
+                                                  at::IntArrayRef dims,
+                                                  std::optional<double> scale) {
   topk_like_op::check_arguments(x, weight, k, eps, largest, dims, scale);
   return topk_like_op::empty_outputs(x, weight, k, eps, largest, dims, scale);
 }
 
-std::tuple<at::Tensor, at::Tensor> topk_like_backward_meta(const at::Tensor& grad_values, const at::Tensor& x, const std::optional<at::Tensor>& weight, int64_t k, double eps, bool largest, at::IntArrayRef dims, std::optional<double> scale, const at::Tensor& values, const at::Tensor& indices) {
-  return topk_like_op::empty_gradients(grad_values, x, weight, k, eps, largest, dims, scale, values, indices);
+std::tuple<at::Tensor, at::Tensor> topk_like_backward_meta(
+    const at::Tensor& grad_values, const at::Tensor& x, const std::optional<at::Tensor>& weight,
+    int64_t k, double eps, bool largest, at::IntArrayRef dims, std::optional<double> scale,
+    const at::Tensor& values, const at::Tensor& indices) {
+  return topk_like_op::empty_gradients(grad_values, x, weight, k, eps, largest, dims, scale, values,
+                                       indices);
 }
 
 }  // namespace
 
 TORCH_LIBRARY_FRAGMENT(generated_ops, m) {
-  m.def("topk_like(Tensor x, Tensor? weight, int k, float eps=1e-05, bool largest=True, int[] dims=[0, 1], *, float? scale=None) -> (Tensor values, Tensor indices)");
-  m.def("topk_like_backward(Tensor grad_values, Tensor x, Tensor? weight, int k, float eps, bool largest, int[] dims, float? scale, Tensor values, Tensor indices) -> (Tensor grad_x, Tensor grad_weight)");
+  m.def(
+      "topk_like(Tensor x, Tensor? weight, int k, float eps=1e-05, bool largest=True, int[] "
+      "dims=[0, 1], *, float? scale=None) -> (Tensor values, Tensor indices)");
+  m.def(
+      "topk_like_backward(Tensor grad_values, Tensor x, Tensor? weight, int k, float eps, bool "
+      "largest, int[] dims, float? scale, Tensor values, Tensor indices) -> (Tensor grad_x, Tensor "
+      "grad_weight)");
 }
 
 TORCH_LIBRARY_IMPL(generated_ops, Meta, m) {

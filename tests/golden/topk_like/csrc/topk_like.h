@@ -19,7 +19,9 @@ namespace topk_like_op {
 
 // Every Tensor argument on x's device, with x's floating dtype (the kernels
 // dispatch on it). Strides are free: the kernels read contiguous copies (.contiguous()).
-inline void check_arguments(const at::Tensor& x, const std::optional<at::Tensor>& weight, int64_t k, double eps, bool largest, at::IntArrayRef dims, std::optional<double> scale) {
+inline void check_arguments(const at::Tensor& x, const std::optional<at::Tensor>& weight, int64_t k,
+                            double eps, bool largest, at::IntArrayRef dims,
+                            std::optional<double> scale) {
   opgen::check_floating(x, OPGEN_OP, "x");
   if (weight.has_value()) {
     opgen::check_same_device(*weight, "weight", x, "x", OPGEN_OP);
@@ -29,7 +31,11 @@ inline void check_arguments(const at::Tensor& x, const std::optional<at::Tensor>
 
 // EDIT HERE: the outputs' shapes and dtypes. The placeholder: each output has x's shape; floating
 // outputs x's dtype, integer outputs int64.
-inline std::tuple<at::Tensor, at::Tensor> empty_outputs(const at::Tensor& x, const std::optional<at::Tensor>& weight, int64_t k, double eps, bool largest, at::IntArrayRef dims, std::optional<double> scale) {
+inline std::tuple<at::Tensor, at::Tensor> empty_outputs(const at::Tensor& x,
+                                                        const std::optional<at::Tensor>& weight,
+                                                        int64_t k, double eps, bool largest,
+                                                        at::IntArrayRef dims,
+                                                        std::optional<double> scale) {
   at::Tensor values = at::empty_symint(x.sym_sizes(), x.options());
   at::Tensor indices = at::empty_symint(x.sym_sizes(), x.options().dtype(at::kLong));
   return {values, indices};
@@ -37,10 +43,14 @@ inline std::tuple<at::Tensor, at::Tensor> empty_outputs(const at::Tensor& x, con
 
 // The gradients: each of the input's shape and dtype; an absent optional input's is an empty tensor
 // (its gradient is None in Python).
-inline std::tuple<at::Tensor, at::Tensor> empty_gradients(const at::Tensor& grad_values, const at::Tensor& x, const std::optional<at::Tensor>& weight, int64_t k, double eps, bool largest, at::IntArrayRef dims, std::optional<double> scale, const at::Tensor& values, const at::Tensor& indices) {
+inline std::tuple<at::Tensor, at::Tensor> empty_gradients(
+    const at::Tensor& grad_values, const at::Tensor& x, const std::optional<at::Tensor>& weight,
+    int64_t k, double eps, bool largest, at::IntArrayRef dims, std::optional<double> scale,
+    const at::Tensor& values, const at::Tensor& indices) {
   at::Tensor grad_x = at::empty_symint(x.sym_sizes(), x.options());
-  at::Tensor grad_weight = weight.has_value() ? at::empty_symint(weight->sym_sizes(), weight->options())
-                                            : at::empty({0}, x.options());
+  at::Tensor grad_weight = weight.has_value()
+                               ? at::empty_symint(weight->sym_sizes(), weight->options())
+                               : at::empty({0}, x.options());
   return {grad_x, grad_weight};
 }
 

@@ -1,0 +1,83 @@
+"""The formatting of rendered code: ruff format for Python, clang-format for C++ and CUDA.
+
+The template runs each rendered file through the ``format_python`` or ``format_cpp`` filter
+(opgen.jinja_ext), so what opgen writes is already formatted, however long the names or formulas
+it was given, and a formatter run over a user's edits changes only their lines. Both tools are
+opgen's dependencies; on a machine where one is missing (opgen installed without its
+dependencies), files are written as the template laid them out.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from functools import cache
+from pathlib import Path
+
+import yaml
+
+from opgen.errors import RenderError
+
+LINE_LENGTH = 120  # Python, as opgen's own
+CPP_LINE_LENGTH = 100
+
+# The workspace's C++ style (rendered into its .clang-format, so that the user's clang-format agrees).
+CLANG_FORMAT_STYLE: dict[str, object] = {
+    "BasedOnStyle": "Google",
+    "ColumnLimit": CPP_LINE_LENGTH,
+    "DerivePointerAlignment": False,
+    "PointerAlignment": "Left",
+    "IncludeBlocks": "Preserve",
+    "SortIncludes": "Never",
+    "AllowShortFunctionsOnASingleLine": "Inline",
+    "AllowShortLambdasOnASingleLine": "Inline",
+}
+
+
+def clang_format_style() -> str:
+    """The style as a .clang-format file's contents."""
+    return yaml.safe_dump(CLANG_FORMAT_STYLE, sort_keys=False)
+
+
+@cache
+def _tool(name: str) -> str | None:
+    """The tool's executable: on PATH, or beside this interpreter (a virtual environment's bin/)."""
+    found = shutil.which(name) or shutil.which(name, path=str(Path(sys.executable).parent))
+    if found is None and name == "clang-format":
+        try:
+            import clang_format
+
+            found = clang_format.get_executable("clang-format")
+        except (ImportError, AttributeError, OSError):
+            found = None
+    return found
+
+
+def _run(command: list[str], text: str, what: str) -> str:
+    result = subprocess.run(command, input=text, capture_output=True, text=True, check=False)
+    if result.returncode != 0:
+        raise RenderError(
+            what=what,
+            reason=f"{Path(command[0]).name} could not format the rendered code: {result.stderr.strip()[:500]}",
+        )
+    return result.stdout
+
+
+def format_python(text: str) -> str:
+    ruff = _tool("ruff")
+    if ruff is None or not text.strip():
+        return text
+    return _run([ruff, "format", "--isolated", "--line-length", str(LINE_LENGTH), "--stdin-filename", "op.py", "-"], text, "Python")
+
+
+def format_cpp(text: str, filename: str = "op.cpp") -> str:
+    clang_format = _tool("clang-format")
+    if clang_format is None or not text.strip():
+        return text
+    style = "{" + ", ".join(f"{key}: {_yaml_scalar(value)}" for key, value in CLANG_FORMAT_STYLE.items()) + "}"
+    return _run([clang_format, f"--style={style}", f"--assume-filename={filename}"], text, "C++")
+
+
+def _yaml_scalar(value: object) -> str:
+    return ("true" if value else "false") if isinstance(value, bool) else str(value)
