@@ -97,7 +97,9 @@ def test_a_broken_op_fails_alone_with_its_first_error(built: tuple[Path, subproc
     root, _ = built
     assert opgen("new", "broken", cwd=root).returncode == 0
     source = root / "generated_ops" / "broken" / "csrc" / "broken_cpu.cpp"
-    source.write_text(source.read_text().replace("CHECK_FLOATING(x);", "CHECK_FLOATING(x)  // missing semicolon", 1))
+    text = source.read_text()
+    assert "using broken_math::Functors;" in text
+    source.write_text(text.replace("using broken_math::Functors;", "using broken_math::Functors  // missing semicolon", 1))
     # my_op's library deleted from its folder (its build is intact): it must be put back even
     # though the op sorted before it fails.
     for library in (root / "generated_ops" / "my_op").glob("_C*.so"):
