@@ -16,6 +16,12 @@
 
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
+
+#ifdef __CUDACC__  // the CUDA kernels' own headers, for nvcc only
+#include "opgen/bitonic.cuh"
+#include "opgen/vec.cuh"
+#endif
 
 #include "opgen/checks.h"
 

@@ -22,11 +22,192 @@ namespace {
 // that sort after every real item.
 //
 // Paths, by the padded row length P:
-//   P <= kTileItems: one block sorts kTileItems / P whole rows in shared memory and writes the
-//     outputs (the short-row path: many rows a block keeps every thread busy).
-//   P >  kTileItems: the items go to a global scratch buffer; blocks sort tiles of it in shared
-//     memory, merge steps wider than a tile run as global passes, and each merge finishes its
-//     narrow steps in shared memory.
+//   P <= a register tile (4096 float32, 8192 float16/bfloat16 items): a block of kRegisterThreads
+//     threads holds a tile in registers, tile / P rows of it, and sorts them by
+//     opgen::bitonic::sort_tile: each thread sorts its own items, a warp its rows up to 32 times
+//     that, and warps meet in shared memory above. x is read once and the outputs written once,
+//     16 bytes at a time where rows are a power of two long.
+//   float64, P <= kTileItems (2048): one block sorts kTileItems / P whole rows in shared memory.
+//   longer: the items go to a global scratch buffer; blocks sort tiles of it in shared memory,
+//     merge steps wider than a tile run as global passes, and each merge finishes its narrow
+//     steps in shared memory.
+
+// Packings of a (directed key, position) pair into one item that the network compares whole,
+// key first, then position, so that equal keys keep their order.
+//
+// 16-bit keys and positions below 2^16: one 32-bit word, whose compare-exchange is one min and
+// one max (IMNMX) and whose shuffle is one word.
+struct Packed32 {
+  using Item = uint32_t;
+  static constexpr int kPositionBits = 16;
+  __device__ static Item make(uint64_t key, int64_t position) {
+    return static_cast<uint32_t>(key) << kPositionBits | static_cast<uint32_t>(position);
+  }
+  __device__ static uint64_t key(Item item) { return item >> kPositionBits; }
+  __device__ static int64_t position(Item item) { return item & ((1u << kPositionBits) - 1); }
+  __device__ static Item padding() { return ~0u; }
+};
+
+// 32-bit keys and positions below 2^20: the double 2^52 + (key << 20 | position). Its bits are
+// 2^52's exponent over that integer, so doubles order as the pairs do, and one DSETP compares two
+// items where a 64-bit integer compare-exchange takes four ISETP (sm_90 SASS; four selects either
+// way). +inf pads.
+struct PackedDouble {
+  using Item = double;
+  static constexpr int kPositionBits = 20;
+  static constexpr uint64_t kTwoToThe52 = 0x4330000000000000;
+  __device__ static Item make(uint64_t key, int64_t position) {
+    return __longlong_as_double(static_cast<long long>(kTwoToThe52 | key << kPositionBits |
+                                                       static_cast<uint64_t>(position)));
+  }
+  __device__ static uint64_t key(Item item) {
+    return (static_cast<uint64_t>(__double_as_longlong(item)) >> kPositionBits) & 0xFFFFFFFFu;
+  }
+  __device__ static int64_t position(Item item) {
+    return static_cast<int64_t>(static_cast<uint64_t>(__double_as_longlong(item)) &
+                                ((1u << kPositionBits) - 1));
+  }
+  __device__ static Item padding() { return __longlong_as_double(0x7FF0000000000000); }
+};
+
+// The register path's packing and items a thread, by dtype: 64 registers of items (32 doubles or
+// 64 words), so a warp sorts rows of up to 1024 float32 or 2048 16-bit values alone and a block of
+// kRegisterThreads a tile of 4096 or 8192. (nvcc 13.0 gives the kernels 167 and 123 registers:
+// 3 and 4 blocks an SM.)
+template <typename scalar_t>
+struct RegisterPath {
+  using Packing = Packed32;
+  static constexpr int kItemsPerThread = 64;
+};
+
+template <>
+struct RegisterPath<float> {
+  using Packing = PackedDouble;
+  static constexpr int kItemsPerThread = 32;
+};
+
+constexpr int kRegisterThreads = 128;
+
+template <typename scalar_t>
+constexpr int64_t register_tile_items() {
+  return int64_t{kRegisterThreads} * RegisterPath<scalar_t>::kItemsPerThread;
+}
+
+// The value whose directed key an item holds, undone from the key's bits. Values that share a key
+// (+0.0 and -0.0, every NaN) come back as one of them: `shared` says so, and the caller reads the
+// input's own bits back from the row.
+template <typename scalar_t, typename Packing>
+__device__ __forceinline__ scalar_t value_of(typename Packing::Item item, bool descending,
+                                             bool& shared) {
+  using Bits = std::conditional_t<sizeof(scalar_t) == 4, uint32_t, uint16_t>;
+  constexpr Bits kSign = Bits(Bits(1) << (8 * sizeof(Bits) - 1));
+  constexpr Bits kNaN = Bits(~Bits(0));
+  const Bits key = static_cast<Bits>(descending ? ~Packing::key(item) : Packing::key(item));
+  shared = key == kSign || key == kNaN;
+  const Bits bits = (key & kSign) ? Bits(key ^ kSign) : Bits(~key);
+  scalar_t value;
+  memcpy(&value, &bits, sizeof(bits));
+  return value;
+}
+
+// The register path: the block's tile of kThreads * kItems items is rows
+// [first_row, first_row + tile / P) padded to P, thread t holding the kItems from t * kItems on.
+// When every row is exactly P long, the tile is one contiguous run of x and of the outputs, read
+// and written in 16-byte packs (`vectorized`: the pointers are 16-byte aligned) unless it is the
+// grid's last, partial tile.
+template <typename scalar_t, typename Packing, int kThreads, int kItems>
+__global__ void __launch_bounds__(kThreads)
+    sort_rows_in_registers_kernel(const scalar_t* __restrict__ x, scalar_t* __restrict__ values,
+                                  int64_t* __restrict__ indices, int64_t rows, int64_t row_length,
+                                  int log2_padded, bool descending, bool vectorized) {
+  using Item = typename Packing::Item;
+  constexpr int kTileItems = kThreads * kItems;
+  constexpr int kPack = opgen::pack_size<scalar_t>();
+  constexpr int kIndexPack = opgen::pack_size<int64_t>();
+  static_assert(kItems % kPack == 0 && kItems % kIndexPack == 0,
+                "a thread's items fill whole packs");
+  static_assert(kTileItems <= (int64_t{1} << Packing::kPositionBits),
+                "positions fit beside the key");
+  __shared__ Item exchange[kTileItems];
+  const int64_t padded_length = int64_t{1} << log2_padded;
+  const int64_t rows_per_tile = kTileItems >> log2_padded;
+  const int64_t first_row = static_cast<int64_t>(blockIdx.x) * rows_per_tile;
+  const int first = static_cast<int>(threadIdx.x) * kItems;  // the thread's first item in the tile
+  const bool contiguous = vectorized && first_row + rows_per_tile <= rows;
+  Item items[kItems];
+  if (contiguous) {
+    const scalar_t* source = x + first_row * padded_length + first;
+#pragma unroll
+    for (int p = 0; p < kItems / kPack; ++p) {
+      const auto pack = opgen::load_pack<scalar_t, kPack>(source + p * kPack);
+#pragma unroll
+      for (int e = 0; e < kPack; ++e) {
+        const int i = first + p * kPack + e;
+        items[p * kPack + e] = Packing::make(
+            bitonic_sort_op::directed_key(pack.elem[e], descending), i & (padded_length - 1));
+      }
+    }
+  } else {
+#pragma unroll
+    for (int j = 0; j < kItems; ++j) {
+      const int i = first + j;
+      const int64_t row = first_row + (i >> log2_padded);
+      const int64_t position = i & (padded_length - 1);
+      items[j] = row < rows && position < row_length
+                     ? Packing::make(bitonic_sort_op::directed_key(x[row * row_length + position],
+                                                                   descending),
+                                     position)
+                     : Packing::padding();
+    }
+  }
+  opgen::bitonic::sort_tile<kThreads>(items, log2_padded, exchange);
+  if (contiguous) {
+    const int64_t offset = first_row * padded_length + first;
+#pragma unroll
+    for (int p = 0; p < kItems / kPack; ++p) {
+      opgen::Pack<scalar_t, kPack> pack;
+      bool shared[kPack];
+      bool any_shared = false;
+#pragma unroll
+      for (int e = 0; e < kPack; ++e) {
+        pack.elem[e] = value_of<scalar_t, Packing>(items[p * kPack + e], descending, shared[e]);
+        any_shared |= shared[e];
+      }
+      if (any_shared) {  // rare (zeros, NaNs): apart, so that the common path holds no addresses
+#pragma unroll
+        for (int e = 0; e < kPack; ++e) {
+          const int row_in_tile = (first + p * kPack + e) & ~static_cast<int>(padded_length - 1);
+          if (shared[e])
+            pack.elem[e] = x[first_row * padded_length + row_in_tile +
+                             Packing::position(items[p * kPack + e])];
+        }
+      }
+      opgen::store_pack(values + offset + p * kPack, pack);
+    }
+#pragma unroll
+    for (int p = 0; p < kItems / kIndexPack; ++p) {
+      opgen::Pack<int64_t, kIndexPack> pack;
+#pragma unroll
+      for (int e = 0; e < kIndexPack; ++e)
+        pack.elem[e] = Packing::position(items[p * kIndexPack + e]);
+      opgen::store_pack(indices + offset + p * kIndexPack, pack);
+    }
+  } else {
+#pragma unroll
+    for (int j = 0; j < kItems; ++j) {
+      const int i = first + j;
+      const int64_t row = first_row + (i >> log2_padded);
+      const int64_t position = i & (padded_length - 1);
+      if (row < rows && position < row_length) {
+        bool shared;
+        const scalar_t value = value_of<scalar_t, Packing>(items[j], descending, shared);
+        const int64_t source = Packing::position(items[j]);
+        values[row * row_length + position] = shared ? x[row * row_length + source] : value;
+        indices[row * row_length + position] = source;
+      }
+    }
+  }
+}
 
 // 16- and 32-bit keys pack with a 32-bit position into one 64-bit item compared in one instruction;
 // double's 64-bit keys take a pair.
@@ -246,6 +427,25 @@ void sort_rows(const scalar_t* x, scalar_t* values, int64_t* indices, int64_t ro
   using Item = typename ItemOf<scalar_t>::type;
   constexpr int64_t kItems = tile_items<Item>();
   const int64_t padded_length = ceil_power_of_two(row_length);
+  if constexpr (!std::is_same_v<scalar_t, double>) {
+    // Up to a register tile: one read of x, one write of the outputs, the network in registers.
+    if (padded_length <= register_tile_items<scalar_t>()) {
+      int log2_padded = 0;
+      while ((int64_t{1} << log2_padded) < padded_length) ++log2_padded;
+      const int64_t rows_per_tile = register_tile_items<scalar_t>() / padded_length;
+      const int64_t blocks = (rows + rows_per_tile - 1) / rows_per_tile;
+      const bool vectorized = row_length == padded_length &&
+                              opgen::is_aligned(x, opgen::kVectorBytes) &&
+                              opgen::is_aligned(values, opgen::kVectorBytes) &&
+                              opgen::is_aligned(indices, opgen::kVectorBytes);
+      using Path = RegisterPath<scalar_t>;
+      sort_rows_in_registers_kernel<scalar_t, typename Path::Packing, kRegisterThreads,
+                                    Path::kItemsPerThread><<<blocks, kRegisterThreads, 0, stream>>>(
+          x, values, indices, rows, row_length, log2_padded, descending, vectorized);
+      OPGEN_CHECK_LAUNCH();
+      return;
+    }
+  }
   if (padded_length <= kItems) {
     const int64_t rows_per_block = kItems / padded_length;
     const int64_t blocks = (rows + rows_per_block - 1) / rows_per_block;
