@@ -9,10 +9,10 @@
 // aligned group of 2^s items is sorted ascending, so stopping at log2(row) sorts many short rows
 // of a tile at once and a descending sort is an ascending one of complemented keys.
 //
-// Items are compared whole, as 32- or 64-bit unsigned integers or doubles (any type with < that
-// shfl_xor_any moves): callers pack a key and a tie-break into one (key << bits | position sorts
-// by key, then by position, which makes the network's result stable) and pad with an item above
-// every other (all bits set, +inf).
+// Items are compared whole, as 32-bit unsigned integers or doubles (the two the op's register
+// path packs; 64-bit integer items failed a check at rows of 2 and are not supported): callers pack
+// a key and a tie-break into one (key << bits | position sorts by key, then by position, which
+// makes the network's result stable) and pad with an item above every other (all bits set, +inf).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -23,6 +23,9 @@
 #include "opgen/reduce.cuh"
 
 namespace opgen::bitonic {
+
+template <typename Item>
+constexpr bool kSupportedItem = std::is_same_v<Item, uint32_t> || std::is_same_v<Item, double>;
 
 __host__ __device__ constexpr int log2_of(int n) {
   return n <= 1 ? 0 : 1 + log2_of(n / 2);
@@ -35,18 +38,6 @@ __device__ __forceinline__ void order(Item& a, Item& b) {
     const uint32_t low = min(a, b);  // IMNMX: one instruction each
     b = max(a, b);
     a = low;
-  } else if constexpr (std::is_same_v<Item, uint64_t>) {
-    // One 64-bit comparison (two ISETP) feeding four selects; written as min and max, the
-    // compiler compares twice.
-    uint64_t low, high;
-    asm("{\n\t.reg .pred swap;\n\t"
-        "setp.lt.u64 swap, %3, %2;\n\t"
-        "selp.b64 %0, %3, %2, swap;\n\t"
-        "selp.b64 %1, %2, %3, swap;\n\t}"
-        : "=l"(low), "=l"(high)
-        : "l"(a), "l"(b));
-    a = low;
-    b = high;
   } else {
     const bool swap = b < a;
     const Item low = swap ? b : a;
@@ -123,6 +114,7 @@ __device__ __forceinline__ void sort_in_thread_up_to(Item (&items)[kItems], int 
 // otherwise warps run independently and `shared` is not touched.
 template <int kThreads, int kItems, typename Item>
 __device__ __forceinline__ void sort_tile(Item (&items)[kItems], int log2_group, Item* shared) {
+  static_assert(kSupportedItem<Item>, "items are uint32_t or double (see the top of this file)");
   static_assert(kItems >= 2 && (kItems & (kItems - 1)) == 0, "kItems: a power of two, 2 or more");
   static_assert(
       kThreads % kWarpSize == 0 && ((kThreads / kWarpSize) & (kThreads / kWarpSize - 1)) == 0,
