@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import pytest
 import torch
 
@@ -27,3 +30,18 @@ def test_non_contiguous_keeps_values() -> None:
     tensor = random_tensor((4, 6), torch.float64, "cpu")
     view = non_contiguous(tensor)
     assert not view.is_contiguous() and torch.equal(view, tensor)
+
+
+def test_what_generated_tests_import_loads_no_build_machinery() -> None:
+    # A generated test imports opgen.testing (and its bench opgen.bench): neither may pull in the
+    # build, rendering, the CLI or their libraries, which cost startup time in every test process.
+    script = (
+        "import sys, opgen.testing, opgen.testing.op_suite, opgen.testing.tensor_op_suite, opgen.bench\n"
+        "heavy = {'opgen.build', 'opgen.cli', 'opgen.render', 'opgen.update', 'opgen.jit', 'rich', 'typer', 'copier'}\n"
+        "print(sorted(heavy & set(sys.modules)))\n"
+        "import opgen\n"
+        "assert opgen.new_op.__module__ == 'opgen.render'  # still there, on first use\n"
+    )
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "[]"
