@@ -8,13 +8,14 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Annotated, NoReturn
+from typing import Annotated, Any, NoReturn
 
 import typer
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
+from typer.core import TyperGroup
 
 from opgen import __version__
 from opgen.build import BuildReport, build_ops, progress_display
@@ -28,7 +29,23 @@ from opgen.runner import run_op_bench, run_op_tests
 from opgen.update import update_ops
 from opgen.workspace import Workspace
 
+
+class _Commands(TyperGroup):
+    """opgen's commands, with the CLI's one exception boundary.
+
+    An OpgenError from any command is printed as one line on stderr plus its hint, and sets the
+    exit code (1 failure, 2 bad usage).
+    """
+
+    def invoke(self, ctx: Any) -> Any:  # a click context (typer may carry its own click)
+        try:
+            return super().invoke(ctx)
+        except OpgenError as error:
+            _fail(error)
+
+
 app = typer.Typer(
+    cls=_Commands,
     name="opgen",
     help=(
         "Custom PyTorch CUDA ops in minutes: `opgen new softmax`, `opgen build`, `opgen test softmax`.\n\n"
@@ -166,20 +183,17 @@ def new(
 ) -> None:
     """Render everything one op needs: CUDA and CPU kernels, binding, Python module, tests, benchmark."""
     located = Workspace.locate(workspace)
-    try:
-        folder = new_op(
-            op,
-            kind=kind,
-            workspace=located,
-            force=force,
-            formula=formula,
-            params=param or (),
-            signature=signature,
-            integer_outputs=int_output or (),
-            gradients=not no_grad,
-        )
-    except OpgenError as error:
-        _fail(error)
+    folder = new_op(
+        op,
+        kind=kind,
+        workspace=located,
+        force=force,
+        formula=formula,
+        params=param or (),
+        signature=signature,
+        integer_outputs=int_output or (),
+        gradients=not no_grad,
+    )
     out.print(f"[green]created[/] {folder}")
     missing = missing_shared_headers(folder, located)
     if missing:
@@ -225,9 +239,7 @@ def build(
     except BuildFailed as error:
         if error.report is not None:
             _print_build_summary(error.report)
-        _fail(error)
-    except OpgenError as error:
-        _fail(error)
+        raise
     _print_build_summary(report)
 
 
@@ -274,19 +286,16 @@ def dev(
 
     From Python or a notebook: from opgen import load_op; load_op("softmax").softmax(x)
     """
-    try:
-        ws = Workspace.locate(workspace)
-        result = jit_load(
-            op,
-            ws,
-            cpu_only=cpu_only,
-            jobs=jobs,
-            arch=arch,
-            verbose=verbose,
-            announce=lambda line: out.print(line, markup=False, soft_wrap=True),
-        )
-    except OpgenError as error:
-        _fail(error)
+    ws = Workspace.locate(workspace)
+    result = jit_load(
+        op,
+        ws,
+        cpu_only=cpu_only,
+        jobs=jobs,
+        arch=arch,
+        verbose=verbose,
+        announce=lambda line: out.print(line, markup=False, soft_wrap=True),
+    )
     if result.status == "built":
         out.print(f"[green]built[/] {result.op} in {result.seconds:.1f} s")
     else:
@@ -323,10 +332,7 @@ def test(
     pytest_args = ["-k", select] if select else []
     if sanitize:
         pytest_args += ["-m", "sanitize"]  # overrides the workspace's default `-m "not sanitize"`
-    try:
-        run_op_tests(Workspace.locate(workspace), ops or (), pytest_args=pytest_args)
-    except OpgenError as error:
-        _fail(error)
+    run_op_tests(Workspace.locate(workspace), ops or (), pytest_args=pytest_args)
 
 
 @app.command()
@@ -369,10 +375,7 @@ def bench(
         bench_args += ["--markdown", str(markdown_path.resolve())]
     if no_compile:
         bench_args.append("--no-compile")
-    try:
-        run_op_bench(Workspace.locate(workspace), op, bench_args)
-    except OpgenError as error:
-        _fail(error)
+    run_op_bench(Workspace.locate(workspace), op, bench_args)
 
 
 @app.command(name="list")
@@ -381,11 +384,8 @@ def list_(
     as_json: Annotated[bool, typer.Option("--json", help="Print the list as JSON.")] = False,
 ) -> None:
     """List the workspace's ops: kind, dtypes, template version, what is built, which sources changed since."""
-    try:
-        ws = Workspace.locate(workspace)
-        ops = list_ops(ws)
-    except OpgenError as error:
-        _fail(error)
+    ws = Workspace.locate(workspace)
+    ops = list_ops(ws)
     if as_json:
         typer.echo(json.dumps({"workspace": str(ws.path), "ops": [op.as_json() for op in ops]}, indent=2))
         return
@@ -429,10 +429,7 @@ def remove(
         out.print("this deletes:", *(f"  {path}" for path in removal.paths), sep="\n")
         return typer.confirm(f"delete op '{removal.op}'?", default=False)
 
-    try:
-        removal = remove_op(Workspace.locate(workspace), op, confirm=confirm)
-    except OpgenError as error:
-        _fail(error)
+    removal = remove_op(Workspace.locate(workspace), op, confirm=confirm)
     if not removal.done:
         out.print(f"kept '{removal.op}': nothing deleted")
         return
@@ -460,9 +457,7 @@ def update(
         report = update_ops(Workspace.locate(workspace), ops or (), dry_run=dry_run)
     except UpdateCannotCarryOver as error:
         _print_stranded_edits(error)
-        _fail(error)
-    except OpgenError as error:
-        _fail(error)
+        raise
     marks = {"modified": "M", "added": "A", "deleted": "D"}
     verb = "would change" if report.dry_run else "changed"
     for folder in report.folders:
@@ -502,10 +497,7 @@ def doctor(
     as_json: Annotated[bool, typer.Option("--json", help="Print the checks as JSON.")] = False,
 ) -> None:
     """Check what builds need (Python, torch, CUDA toolkit, ninja, compiler, GPUs, workspace); exit 1 if a build would fail."""
-    try:
-        report = run_doctor(Workspace.locate(workspace))
-    except OpgenError as error:
-        _fail(error)
+    report = run_doctor(Workspace.locate(workspace))
     if as_json:
         typer.echo(json.dumps(report.as_json(), indent=2))
     else:
