@@ -9,6 +9,7 @@ dependencies), files are written as the template laid them out.
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 import sys
@@ -68,16 +69,14 @@ def format_python(text: str) -> str:
     ruff = _tool("ruff")
     if ruff is None or not text.strip():
         return text
-    return _run([ruff, "format", "--isolated", "--line-length", str(LINE_LENGTH), "--stdin-filename", "op.py", "-"], text, "Python")
+    command = [ruff, "format", "--isolated", "--line-length", str(LINE_LENGTH), "--stdin-filename", "op.py", "-"]
+    return _run(command, text, "Python")
 
 
-def format_cpp(text: str, filename: str = "op.cpp") -> str:
+def format_cpp(text: str) -> str:
     clang_format = _tool("clang-format")
     if clang_format is None or not text.strip():
         return text
-    style = "{" + ", ".join(f"{key}: {_yaml_scalar(value)}" for key, value in CLANG_FORMAT_STYLE.items()) + "}"
-    return _run([clang_format, f"--style={style}", f"--assume-filename={filename}"], text, "C++")
-
-
-def _yaml_scalar(value: object) -> str:
-    return ("true" if value else "false") if isinstance(value, bool) else str(value)
+    # The style inline, as JSON (which clang-format reads as YAML): the same dict as the file's.
+    style = json.dumps(CLANG_FORMAT_STYLE)
+    return _run([clang_format, f"--style={style}", "--assume-filename=op.cpp"], text, "C++")

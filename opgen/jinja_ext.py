@@ -10,6 +10,7 @@ with whatever the current opgen prints.
 
 from __future__ import annotations
 
+from functools import cache
 from typing import Any
 
 from jinja2 import Environment
@@ -35,7 +36,13 @@ def _op_spec(data: Any) -> OpSpec:
 
 def _formula_code(formula: str, params: list[dict[str, Any]]) -> dict[str, Any]:
     """A formula op's code, printed from its recorded formula and params (opgen.formula)."""
-    # Imported here: sympy takes a moment to load, and only formula ops need it.
-    from opgen.formula import Param, parse_formula, render_formula
+    return _printed_formula(formula, tuple((p["name"], float(p["default"])) for p in params))
 
-    return render_formula(parse_formula(formula, [Param(p["name"], float(p["default"])) for p in params]))
+
+@cache
+def _printed_formula(formula: str, params: tuple[tuple[str, float], ...]) -> dict[str, Any]:
+    # Once per formula, not once per rendered file: every file of the op imports the recipe, and
+    # sympy's derivation and printing take a good part of a second.
+    from opgen.formula import Param, parse_formula, render_formula  # sympy loads only for formula ops
+
+    return render_formula(parse_formula(formula, [Param(name, default) for name, default in params]))

@@ -54,6 +54,17 @@ void elementwise(const at::Tensor& out, Fn fn, const Tensors&... inputs) {
   elementwise<T>(std::array<at::Tensor, 1>{out}, one_result, inputs...);
 }
 
+// Calls fn(row) for every row in [0, rows), in parallel, with chunks of about kElementGrain
+// elements so that short rows are batched and long rows still spread over threads.
+template <typename Fn>
+void for_each_row(int64_t rows, int64_t row_length, Fn fn) {
+  const int64_t rows_per_chunk =
+      std::max<int64_t>(1, kElementGrain / std::max<int64_t>(1, row_length));
+  at::parallel_for(0, rows, rows_per_chunk, [&](int64_t begin, int64_t end) {
+    for (int64_t row = begin; row < end; ++row) fn(row);
+  });
+}
+
 }  // namespace opgen::cpu
 
 namespace opgen {
@@ -72,18 +83,3 @@ struct OnCpu {
 };
 
 }  // namespace opgen
-
-namespace opgen::cpu {
-
-// Calls fn(row) for every row in [0, rows), in parallel, with chunks of about kElementGrain
-// elements so that short rows are batched and long rows still spread over threads.
-template <typename Fn>
-void for_each_row(int64_t rows, int64_t row_length, Fn fn) {
-  const int64_t rows_per_chunk =
-      std::max<int64_t>(1, kElementGrain / std::max<int64_t>(1, row_length));
-  at::parallel_for(0, rows, rows_per_chunk, [&](int64_t begin, int64_t end) {
-    for (int64_t row = begin; row < end; ++row) fn(row);
-  });
-}
-
-}  // namespace opgen::cpu

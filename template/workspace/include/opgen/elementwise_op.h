@@ -26,14 +26,6 @@
 
 namespace opgen {
 
-// The inputs as the kernels read them: contiguous, of the output's shape and dtype.
-template <std::size_t N>
-struct PreparedInputs {
-  at::DimVector shape;
-  at::ScalarType dtype;
-  std::array<at::Tensor, N> tensors;
-};
-
 template <class Device, std::size_t N>
 void check_elementwise_inputs(const char* op, const char* const (&names)[N],
                               const at::Tensor (&inputs)[N]) {
@@ -46,21 +38,21 @@ void check_elementwise_inputs(const char* op, const char* const (&names)[N],
 // One input is only made contiguous (it keeps its dtype); several broadcast together and promote
 // as PyTorch's binary ops do. The kernels walk flat memory, so anything else is copied first.
 template <std::size_t N>
-PreparedInputs<N> prepare_elementwise_inputs(const char* op, const char* const (&names)[N],
-                                             const at::Tensor (&inputs)[N]) {
-  PreparedInputs<N> prepared;
+Broadcast prepare_elementwise_inputs(const char* op, const char* const (&names)[N],
+                                     const at::Tensor (&inputs)[N]) {
   if constexpr (N == 1) {
-    prepared.tensors[0] = inputs[0].contiguous();
-    prepared.shape = at::DimVector(inputs[0].sizes());
-    prepared.dtype = inputs[0].scalar_type();
+    return Broadcast{
+        at::DimVector(inputs[0].sizes()), inputs[0].scalar_type(), {inputs[0].contiguous()}};
   } else {
-    Broadcast broadcast = broadcast_inputs(c10::ArrayRef<at::Tensor>(inputs, N),
-                                           c10::ArrayRef<const char*>(names, N), op);
-    for (std::size_t i = 0; i < N; ++i) prepared.tensors[i] = std::move(broadcast.inputs[i]);
-    prepared.shape = std::move(broadcast.shape);
-    prepared.dtype = broadcast.dtype;
+    return broadcast_inputs(c10::ArrayRef<at::Tensor>(inputs, N),
+                            c10::ArrayRef<const char*>(names, N), op);
   }
-  return prepared;
+}
+
+// launch(inputs[0], ..., inputs[N - 1]): the prepared inputs as the launchers' variadic arguments.
+template <typename Launch, std::size_t... I>
+void launch_with_inputs(const Broadcast& prepared, Launch&& launch, std::index_sequence<I...>) {
+  launch(prepared.inputs[I]...);
 }
 
 // output = forward(inputs...), elementwise.
@@ -69,14 +61,15 @@ at::Tensor elementwise_forward(const char* op, const char* const (&names)[N],
                                const at::Tensor (&inputs)[N], const Params&... params) {
   check_elementwise_inputs<Device>(op, names, inputs);
   const typename Device::Guard device_guard(inputs[0].device());
-  const PreparedInputs<N> prepared = prepare_elementwise_inputs(op, names, inputs);
-  at::Tensor output = at::empty(prepared.shape, prepared.tensors[0].options());
+  const Broadcast prepared = prepare_elementwise_inputs(op, names, inputs);
+  at::Tensor output = at::empty(prepared.shape, prepared.inputs[0].options());
   AT_DISPATCH_FLOATING_TYPES_AND2(
       at::kHalf, at::kBFloat16, prepared.dtype, "elementwise_forward", [&] {
         const auto run = [&](auto forward) {
-          std::apply(
+          launch_with_inputs(
+              prepared,
               [&](const auto&... in) { Device::template launch<scalar_t>(output, forward, in...); },
-              prepared.tensors);
+              std::make_index_sequence<N>{});
         };
         Functors::template forward<scalar_t>(run, params...);
       });
@@ -98,17 +91,16 @@ auto elementwise_backward(const char* op, const char* const (&names)[N],
     check_same_dtype(grad_output, "grad_output", inputs[0], names[0], op);
     check_same_shape(grad_output, "grad_output", inputs[0], names[0], op);
   }
-  const PreparedInputs<N> prepared = prepare_elementwise_inputs(op, names, inputs);
-  if constexpr (N > 1) {
-    check_like_output(grad_output, Broadcast{prepared.shape, prepared.dtype, {}}, op);
-  }
+  const Broadcast prepared = prepare_elementwise_inputs(op, names, inputs);
+  if constexpr (N > 1) check_like_output(grad_output, prepared, op);
   const at::Tensor grad = grad_output.contiguous();
   std::array<at::Tensor, N> grads;
   for (at::Tensor& g : grads) g = at::empty(prepared.shape, grad.options());
   AT_DISPATCH_FLOATING_TYPES_AND2(
       at::kHalf, at::kBFloat16, prepared.dtype, "elementwise_backward", [&] {
         const auto run = [&](auto backward) {
-          std::apply(
+          launch_with_inputs(
+              prepared,
               [&](const auto&... in) {
                 if constexpr (N == 1) {
                   Device::template launch<scalar_t>(grads[0], backward, grad, in...);
@@ -116,7 +108,7 @@ auto elementwise_backward(const char* op, const char* const (&names)[N],
                   Device::template launch<scalar_t>(grads, backward, grad, in...);
                 }
               },
-              prepared.tensors);
+              std::make_index_sequence<N>{});
         };
         Functors::template backward<scalar_t>(run, params...);
       });
