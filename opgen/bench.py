@@ -222,6 +222,17 @@ def _copy_contender(inputs: tuple[torch.Tensor, ...], bytes_moved: int) -> Calla
     return lambda: target.copy_(source)
 
 
+def compiled_for_this_shape(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """torch.compile of ``fn`` as a user with one shape gets it: static shapes, compiled afresh.
+
+    One compiled function reused across a sweep would be recompiled by dynamo with dynamic shapes
+    from the second shape on (and fall back to eager past its recompile limit), which is slower
+    than what any user of a fixed shape runs; so each workload starts from a reset dynamo.
+    """
+    torch._dynamo.reset()
+    return torch.compile(fn, dynamic=False)
+
+
 def run_benchmark(
     op: str,
     workloads: Sequence[Workload],
@@ -241,10 +252,7 @@ def run_benchmark(
     directions = [("forward", workloads, forward, reference)]
     if backward is not None and reference_backward is not None:
         directions.append(("backward", backward_workloads, backward, reference_backward))
-    compiled_cache: dict[str, Callable[..., torch.Tensor]] = {}
     for direction, direction_workloads, candidate, eager in directions:
-        if include_compile:
-            compiled_cache[direction] = torch.compile(eager)
         for workload in direction_workloads:
             inputs = workload.make_inputs()
             contenders: dict[str, Callable[[], object]] = {
@@ -252,7 +260,7 @@ def run_benchmark(
                 "eager": functools.partial(eager, *inputs),
             }
             if include_compile:
-                contenders["compile"] = functools.partial(compiled_cache[direction], *inputs)
+                contenders["compile"] = functools.partial(compiled_for_this_shape(eager), *inputs)
             if device == "cuda":
                 contenders["copy"] = _copy_contender(inputs, workload.bytes_moved)
             rows = {}
