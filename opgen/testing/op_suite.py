@@ -155,12 +155,21 @@ class OpSuite:
         }
         self.check_against_reference(strided, torch.float32, device)
 
+    def module_call(self, arguments: Mapping[str, Any]) -> tuple[torch.nn.Module, dict[str, Any]]:
+        """A module that computes ``self.op(**arguments)``, and the keyword arguments to call it with.
+
+        By default the module holds the non-tensor arguments and takes the tensors; an op whose
+        module holds tensors too (a linear layer's weight) says how to build it.
+        """
+        scalars = {a.name: arguments[a.name] for a in self.spec.scalars}
+        tensors = {a.name: arguments[a.name] for a in self.spec.tensors}
+        return self.module(**scalars), tensors
+
     @on_devices
     def test_module_matches_function(self, device: str) -> None:
         arguments = self.arguments(self.shapes[-1], torch.float32, device)
-        scalars = {a.name: arguments[a.name] for a in self.spec.scalars}
-        tensors = {a.name: arguments[a.name] for a in self.spec.tensors}
-        for got, want in zip(as_tuple(self.module(**scalars)(**tensors)), as_tuple(self.op(**arguments)), strict=True):
+        module, call = self.module_call(arguments)
+        for got, want in zip(as_tuple(module(**call)), as_tuple(self.op(**arguments)), strict=True):
             assert torch.equal(got, want)
 
     @on_devices
@@ -177,13 +186,12 @@ class OpSuite:
     @on_devices
     def test_torch_compile_fullgraph(self, device: str) -> None:
         arguments = self.arguments(self.shapes[-1], torch.float32, device)
-        scalars = {a.name: arguments[a.name] for a in self.spec.scalars}
-        tensors = {a.name: arguments[a.name] for a in self.spec.tensors}
+        module, call = self.module_call(arguments)
         # On the CPU through aot_eager: the same trace through the Meta kernels and autograd, without
         # inductor's C++ code generation (seconds a graph on the CPU, and the op is an extern call in it).
         backend = "inductor" if torch.device(device).type == "cuda" else "aot_eager"
-        compiled = torch.compile(self.module(**scalars), fullgraph=True, backend=backend)
-        self.assert_outputs_match(compiled(**tensors), self.reference(**to_float64(arguments)), torch.float32, device)
+        compiled = torch.compile(module, fullgraph=True, backend=backend)
+        self.assert_outputs_match(compiled(**call), self.reference(**to_float64(arguments)), torch.float32, device)
 
     # -- streams, graphs, sanitizer, large and multi-GPU inputs -----------------------------------------
     @on_cuda
