@@ -321,7 +321,11 @@ def run_benchmark(
     FLOPs has a device copy of its bytes beside it (the bandwidth ceiling).
     """
     results: list[Measurement] = []
-    directions = [("forward", workloads, forward, reference, extra or {}, compiled_for_this_shape)]
+    Direction = tuple[
+        str, Sequence[Workload], Callable[..., Any], Callable[..., Any], Mapping[str, Callable[..., Any]],
+        Callable[[Callable[..., Any]], Callable[..., Any]],
+    ]  # fmt: skip
+    directions: list[Direction] = [("forward", workloads, forward, reference, extra or {}, compiled_for_this_shape)]
     if backward is not None and reference_backward is not None:
         compile_it = compile_backward or compiled_for_this_shape
         directions.append(
