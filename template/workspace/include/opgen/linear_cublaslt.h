@@ -27,6 +27,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <vector>
 
 #include "opgen/linear.h"
 
@@ -112,14 +113,20 @@ inline uint32_t common_alignment(std::initializer_list<const void*> pointers) {
   return alignment;
 }
 
-// What cuBLASLt decides for one problem (descriptors and the algorithm its heuristic picks),
-// made once per problem and thread: the heuristic costs microseconds, a small layer's whole GEMM.
+// What cuBLASLt decides for one problem (descriptors and the algorithm), made once per problem
+// and thread: the heuristic costs microseconds, as long as a small layer's whole GEMM.
 struct Plan {
   Owned<cublasLtMatmulDesc_t, cublasLtMatmulDescDestroy> desc;
   Owned<cublasLtMatrixLayout_t, cublasLtMatrixLayoutDestroy> a, b, d;
   cublasLtMatmulAlgo_t algo = {};
   bool usable = false;  // false: cuBLASLt has no kernel for it (the caller takes ATen's path)
+  std::vector<cublasLtMatmulAlgo_t> candidates;  // the heuristic's best few, until timed
 };
+
+// The heuristic's best few algorithms are timed once (CUDA events on the op's stream, after one
+// warm-up run each) and the fastest kept: its first choice is often not the fastest with an
+// epilogue. Every candidate writes the same outputs, so the tuning runs leave them right.
+constexpr int kCandidates = 4;
 
 inline std::unique_ptr<Plan> make_plan(const Gemm& g, cudaDataType_t type, cublasComputeType_t compute,
                                        uint32_t alignment, uint64_t workspace_bytes) {
@@ -154,16 +161,59 @@ inline std::unique_ptr<Plan> make_plan(const Gemm& g, cudaDataType_t type, cubla
     ok = ok && prefer(attribute, alignment);
   }
   if (!ok) return plan;
-  cublasLtMatmulHeuristicResult_t heuristic = {};
+  std::array<cublasLtMatmulHeuristicResult_t, kCandidates> heuristics = {};
   int found = 0;
   if (cublasLtMatmulAlgoGetHeuristic(at::cuda::getCurrentCUDABlasLtHandle(), desc, plan->a.handle, plan->b.handle,
-                                     plan->d.handle, plan->d.handle, preference.handle, 1, &heuristic,
-                                     &found) == CUBLAS_STATUS_SUCCESS &&
+                                     plan->d.handle, plan->d.handle, preference.handle, kCandidates,
+                                     heuristics.data(), &found) == CUBLAS_STATUS_SUCCESS &&
       found > 0) {
-    plan->algo = heuristic.algo;
+    plan->algo = heuristics[0].algo;
     plan->usable = true;
+    for (int i = 0; i < found; ++i) {
+      if (heuristics[i].state == CUBLAS_STATUS_SUCCESS) plan->candidates.push_back(heuristics[i].algo);
+    }
   }
   return plan;
+}
+
+inline cublasStatus_t matmul(const Plan& plan, const cublasLtMatmulAlgo_t& algo, const Gemm& g, void* workspace,
+                             uint64_t workspace_bytes, cudaStream_t stream) {
+  const float one = 1.0f, zero = 0.0f;
+  return cublasLtMatmul(at::cuda::getCurrentCUDABlasLtHandle(), plan.desc.handle, &one, g.a, plan.a.handle, g.b,
+                        plan.b.handle, &zero, g.d, plan.d.handle, g.d, plan.d.handle, &algo, workspace,
+                        workspace_bytes, stream);
+}
+
+// Times the plan's candidates on `g` (whose outputs they all write alike) and keeps the fastest.
+inline void tune(Plan& plan, const Gemm& g, void* workspace, uint64_t workspace_bytes, cudaStream_t stream) {
+  std::vector<cublasLtMatmulAlgo_t> runnable;
+  for (const auto& algo : plan.candidates) {
+    if (matmul(plan, algo, g, workspace, workspace_bytes, stream) == CUBLAS_STATUS_SUCCESS) runnable.push_back(algo);
+  }
+  plan.candidates.clear();
+  if (runnable.size() < 2) {  // one choice, or none (then the caller takes ATen's path)
+    plan.usable = !runnable.empty();
+    if (plan.usable) plan.algo = runnable[0];
+    return;
+  }
+  std::vector<cudaEvent_t> marks(runnable.size() + 1);
+  for (cudaEvent_t& mark : marks) C10_CUDA_CHECK(cudaEventCreate(&mark));
+  C10_CUDA_CHECK(cudaEventRecord(marks[0], stream));
+  for (size_t i = 0; i < runnable.size(); ++i) {
+    matmul(plan, runnable[i], g, workspace, workspace_bytes, stream);
+    C10_CUDA_CHECK(cudaEventRecord(marks[i + 1], stream));
+  }
+  C10_CUDA_CHECK(cudaEventSynchronize(marks.back()));
+  float best = 0;
+  for (size_t i = 0; i < runnable.size(); ++i) {
+    float ms = 0;
+    C10_CUDA_CHECK(cudaEventElapsedTime(&ms, marks[i], marks[i + 1]));
+    if (i == 0 || ms < best) {
+      best = ms;
+      plan.algo = runnable[i];
+    }
+  }
+  for (cudaEvent_t mark : marks) C10_CUDA_CHECK(cudaEventDestroy(mark));
 }
 
 // Runs `g` on torch's cuBLASLt handle, workspace and `stream`; false where cuBLASLt has no kernel
@@ -183,17 +233,23 @@ inline bool run(const Gemm& g, at::ScalarType dtype, cudaStream_t stream) {
                                        static_cast<int64_t>(workspace_bytes), device};
   thread_local std::map<std::array<int64_t, 16>, std::unique_ptr<Plan>> plans;  // descriptors are per thread
   auto found = plans.find(key);
-  if (found == plans.end()) found = plans.emplace(key, make_plan(g, type, compute, alignment, workspace_bytes)).first;
+  if (found == plans.end()) {
+    std::unique_ptr<Plan> plan = make_plan(g, type, compute, alignment, workspace_bytes);
+    cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+    C10_CUDA_CHECK(cudaStreamIsCapturing(stream, &capture));
+    if (capture != cudaStreamCaptureStatusNone) {  // nothing may wait on the GPU: the heuristic's choice, not kept
+      return plan->usable && matmul(*plan, plan->algo, g, workspace, workspace_bytes, stream) == CUBLAS_STATUS_SUCCESS;
+    }
+    if (plan->usable) tune(*plan, g, workspace, workspace_bytes, stream);
+    found = plans.emplace(key, std::move(plan)).first;
+  }
   const Plan& plan = *found->second;
   if (!plan.usable) return false;
   if ((g.bias != nullptr && !set(plan.desc.handle, CUBLASLT_MATMUL_DESC_BIAS_POINTER, g.bias)) ||
       (g.aux != nullptr && !set(plan.desc.handle, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, g.aux))) {
     return false;
   }
-  const float one = 1.0f, zero = 0.0f;
-  return cublasLtMatmul(at::cuda::getCurrentCUDABlasLtHandle(), plan.desc.handle, &one, g.a, plan.a.handle, g.b,
-                        plan.b.handle, &zero, g.d, plan.d.handle, g.d, plan.d.handle, &plan.algo, workspace,
-                        workspace_bytes, stream) == CUBLAS_STATUS_SUCCESS;
+  return matmul(plan, plan.algo, g, workspace, workspace_bytes, stream) == CUBLAS_STATUS_SUCCESS;
 }
 
 // The forward on the GPU: `out2` (M x N) = act(rows @ weight^T + bias), keeping the pre-activation
