@@ -44,8 +44,9 @@ def test_linear_ops_pass_their_generated_tests_as_generated(project: Path) -> No
 def test_module_is_an_nn_linear_drop_in(project: Path) -> None:
     check = (
         "import torch, torch.nn.functional as F, generated_ops as g\n"
+        "from generated_ops.linear_gelu import LinearGelu\n"
         "plain = torch.nn.Sequential(torch.nn.Linear(16, 24), torch.nn.GELU(approximate='tanh'))\n"
-        "fused = g.linear_gelu.LinearGelu(16, 24)\n"
+        "fused = LinearGelu(16, 24)\n"
         "fused.load_state_dict(plain[0].state_dict())\n"
         "x = torch.randn(2, 3, 16)\n"
         "torch.testing.assert_close(fused(x), plain(x))\n"
