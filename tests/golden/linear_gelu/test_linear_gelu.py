@@ -146,6 +146,31 @@ class TestLinearGelu(GradientSuite, OptionalTensorsSuite, SeveralTensorsSuite):
         self.reference(**(to_float64(arguments) | {"x": reference_x})).backward(grad.double())
         assert_close(x.grad, reference_x.grad, self.tolerances, dtype=torch.float32)
 
+    @on_devices
+    @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
+    def test_exact_gelu(self, device: str, dtype: torch.dtype) -> None:
+        # approximate="none": the biased GEMM, then exact GELU (cuBLASLt's GELU epilogue is the tanh form).
+        for shape in self.shapes:
+            arguments = self.arguments(shape, dtype, device) | {"approximate": "none"}
+            for name in ("x", "weight", "bias"):
+                arguments[name].requires_grad_()
+            out = self.op(**arguments)
+            reference_arguments = to_float64(arguments)
+            for name in ("x", "weight", "bias"):
+                reference_arguments[name].requires_grad_()
+            expected = self.reference(**reference_arguments)
+            assert_close(out, expected, self.tolerances, dtype=dtype)
+            grad = torch.randn_like(out)
+            got = torch.autograd.grad(out, [arguments[n] for n in ("x", "weight", "bias")], grad)
+            want = torch.autograd.grad(
+                expected, [reference_arguments[n] for n in ("x", "weight", "bias")], grad.double()
+            )
+            for g, w in zip(got, want, strict=True):
+                assert_close(g, w, self.tolerances, dtype=dtype)
+        arguments = self.arguments(self.shapes[-1], torch.float32, device) | {"approximate": "erf"}
+        with pytest.raises(RuntimeError, match="argument 'approximate' must be"):
+            self.op(**arguments)
+
     @on_cuda
     def test_float32_honours_allow_tf32(self, device: str) -> None:
         # in_features 4096: TF32's 10-bit mantissa is off by about 1e-3 there, float32 by 1e-6.
