@@ -75,10 +75,13 @@ inline cublasComputeType_t compute_type(at::ScalarType dtype) {
 
 // The kernels cuBLASLt picks for tensor cores read 16 bytes at a time: every pointer on a
 // 16-byte boundary and every leading dimension a whole number of 16 bytes, else ATen's path.
-inline bool aligned(const void* pointer) { return reinterpret_cast<uintptr_t>(pointer) % 16 == 0; }
+inline bool aligned(const void* pointer) {
+  return reinterpret_cast<uintptr_t>(pointer) % 16 == 0;
+}
 
 inline bool fits(const Gemm& g, int64_t element_bytes) {
-  for (const void* pointer : {g.a, g.b, static_cast<const void*>(g.d), g.bias, static_cast<const void*>(g.aux)}) {
+  for (const void* pointer :
+       {g.a, g.b, static_cast<const void*>(g.d), g.bias, static_cast<const void*>(g.aux)}) {
     if (pointer != nullptr && !aligned(pointer)) return false;
   }
   for (int64_t ld : {g.lda, g.ldb, g.ldd}) {
@@ -99,8 +102,10 @@ struct Owned {  // a cuBLASLt descriptor, destroyed with its owner
 };
 
 template <typename T>
-inline bool set(cublasLtMatmulDesc_t desc, cublasLtMatmulDescAttributes_t attribute, const T& value) {
-  return cublasLtMatmulDescSetAttribute(desc, attribute, &value, sizeof(value)) == CUBLAS_STATUS_SUCCESS;
+inline bool set(cublasLtMatmulDesc_t desc, cublasLtMatmulDescAttributes_t attribute,
+                const T& value) {
+  return cublasLtMatmulDescSetAttribute(desc, attribute, &value, sizeof(value)) ==
+         CUBLAS_STATUS_SUCCESS;
 }
 
 // The largest power of two, up to 256, that divides every address: what cuBLASLt may assume
@@ -128,12 +133,15 @@ struct Plan {
 // epilogue. Every candidate writes the same outputs, so the tuning runs leave them right.
 constexpr int kCandidates = 4;
 
-inline std::unique_ptr<Plan> make_plan(const Gemm& g, cudaDataType_t type, cublasComputeType_t compute,
-                                       uint32_t alignment, uint64_t workspace_bytes) {
+inline std::unique_ptr<Plan> make_plan(const Gemm& g, cudaDataType_t type,
+                                       cublasComputeType_t compute, uint32_t alignment,
+                                       uint64_t workspace_bytes) {
   auto plan = std::make_unique<Plan>();
-  if (cublasLtMatmulDescCreate(&plan->desc.handle, compute, CUDA_R_32F) != CUBLAS_STATUS_SUCCESS) return plan;
+  if (cublasLtMatmulDescCreate(&plan->desc.handle, compute, CUDA_R_32F) != CUBLAS_STATUS_SUCCESS)
+    return plan;
   cublasLtMatmulDesc_t desc = plan->desc.handle;
-  bool ok = set(desc, CUBLASLT_MATMUL_DESC_TRANSA, g.transa) && set(desc, CUBLASLT_MATMUL_DESC_TRANSB, g.transb) &&
+  bool ok = set(desc, CUBLASLT_MATMUL_DESC_TRANSA, g.transa) &&
+            set(desc, CUBLASLT_MATMUL_DESC_TRANSB, g.transb) &&
             set(desc, CUBLASLT_MATMUL_DESC_EPILOGUE, g.epilogue);
   // The heuristic needs the bias and aux pointers set; each call sets its own.
   if (g.bias != nullptr) ok = ok && set(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, g.bias);
@@ -152,43 +160,48 @@ inline std::unique_ptr<Plan> make_plan(const Gemm& g, cudaDataType_t type, cubla
   Owned<cublasLtMatmulPreference_t, cublasLtMatmulPreferenceDestroy> preference;
   ok = ok && cublasLtMatmulPreferenceCreate(&preference.handle) == CUBLAS_STATUS_SUCCESS;
   const auto prefer = [&](cublasLtMatmulPreferenceAttributes_t attribute, const auto& value) {
-    return cublasLtMatmulPreferenceSetAttribute(preference.handle, attribute, &value, sizeof(value)) ==
-           CUBLAS_STATUS_SUCCESS;
+    return cublasLtMatmulPreferenceSetAttribute(preference.handle, attribute, &value,
+                                                sizeof(value)) == CUBLAS_STATUS_SUCCESS;
   };
   ok = ok && prefer(CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, workspace_bytes);
-  for (auto attribute : {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
-                         CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES}) {
+  for (auto attribute :
+       {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+        CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES}) {
     ok = ok && prefer(attribute, alignment);
   }
   if (!ok) return plan;
   std::array<cublasLtMatmulHeuristicResult_t, kCandidates> heuristics = {};
   int found = 0;
-  if (cublasLtMatmulAlgoGetHeuristic(at::cuda::getCurrentCUDABlasLtHandle(), desc, plan->a.handle, plan->b.handle,
-                                     plan->d.handle, plan->d.handle, preference.handle, kCandidates,
-                                     heuristics.data(), &found) == CUBLAS_STATUS_SUCCESS &&
+  if (cublasLtMatmulAlgoGetHeuristic(at::cuda::getCurrentCUDABlasLtHandle(), desc, plan->a.handle,
+                                     plan->b.handle, plan->d.handle, plan->d.handle,
+                                     preference.handle, kCandidates, heuristics.data(),
+                                     &found) == CUBLAS_STATUS_SUCCESS &&
       found > 0) {
     plan->algo = heuristics[0].algo;
     plan->usable = true;
     for (int i = 0; i < found; ++i) {
-      if (heuristics[i].state == CUBLAS_STATUS_SUCCESS) plan->candidates.push_back(heuristics[i].algo);
+      if (heuristics[i].state == CUBLAS_STATUS_SUCCESS)
+        plan->candidates.push_back(heuristics[i].algo);
     }
   }
   return plan;
 }
 
-inline cublasStatus_t matmul(const Plan& plan, const cublasLtMatmulAlgo_t& algo, const Gemm& g, void* workspace,
-                             uint64_t workspace_bytes, cudaStream_t stream) {
+inline cublasStatus_t matmul(const Plan& plan, const cublasLtMatmulAlgo_t& algo, const Gemm& g,
+                             void* workspace, uint64_t workspace_bytes, cudaStream_t stream) {
   const float one = 1.0f, zero = 0.0f;
-  return cublasLtMatmul(at::cuda::getCurrentCUDABlasLtHandle(), plan.desc.handle, &one, g.a, plan.a.handle, g.b,
-                        plan.b.handle, &zero, g.d, plan.d.handle, g.d, plan.d.handle, &algo, workspace,
-                        workspace_bytes, stream);
+  return cublasLtMatmul(at::cuda::getCurrentCUDABlasLtHandle(), plan.desc.handle, &one, g.a,
+                        plan.a.handle, g.b, plan.b.handle, &zero, g.d, plan.d.handle, g.d,
+                        plan.d.handle, &algo, workspace, workspace_bytes, stream);
 }
 
 // Times the plan's candidates on `g` (whose outputs they all write alike) and keeps the fastest.
-inline void tune(Plan& plan, const Gemm& g, void* workspace, uint64_t workspace_bytes, cudaStream_t stream) {
+inline void tune(Plan& plan, const Gemm& g, void* workspace, uint64_t workspace_bytes,
+                 cudaStream_t stream) {
   std::vector<cublasLtMatmulAlgo_t> runnable;
   for (const auto& algo : plan.candidates) {
-    if (matmul(plan, algo, g, workspace, workspace_bytes, stream) == CUBLAS_STATUS_SUCCESS) runnable.push_back(algo);
+    if (matmul(plan, algo, g, workspace, workspace_bytes, stream) == CUBLAS_STATUS_SUCCESS)
+      runnable.push_back(algo);
   }
   plan.candidates.clear();
   if (runnable.size() < 2) {  // one choice, or none (then the caller takes ATen's path)
@@ -220,7 +233,8 @@ inline void tune(Plan& plan, const Gemm& g, void* workspace, uint64_t workspace_
 // for it (nothing is then written that a fallback would not overwrite).
 inline bool run(const Gemm& g, at::ScalarType dtype, cudaStream_t stream) {
   cudaDataType_t type;
-  if (!data_type(dtype, type) || !fits(g, static_cast<int64_t>(c10::elementSize(dtype)))) return false;
+  if (!data_type(dtype, type) || !fits(g, static_cast<int64_t>(c10::elementSize(dtype))))
+    return false;
   const cublasComputeType_t compute = compute_type(dtype);
   const uint32_t alignment = common_alignment({g.a, g.b, g.d});
   void* workspace = at::cuda::getCUDABlasLtWorkspace();
@@ -228,17 +242,33 @@ inline bool run(const Gemm& g, at::ScalarType dtype, cudaStream_t stream) {
   int device = 0;
   if (cudaGetDevice(&device) != cudaSuccess) return false;
   // Everything the plan depends on (the pointers only through their alignment).
-  const std::array<int64_t, 16> key = {g.transa, g.transb, g.m, g.n, g.k, g.lda, g.ldb, g.ldd, g.epilogue,
-                                       g.bias != nullptr, g.aux != nullptr, type, compute, alignment,
-                                       static_cast<int64_t>(workspace_bytes), device};
-  thread_local std::map<std::array<int64_t, 16>, std::unique_ptr<Plan>> plans;  // descriptors are per thread
+  const std::array<int64_t, 16> key = {g.transa,
+                                       g.transb,
+                                       g.m,
+                                       g.n,
+                                       g.k,
+                                       g.lda,
+                                       g.ldb,
+                                       g.ldd,
+                                       g.epilogue,
+                                       g.bias != nullptr,
+                                       g.aux != nullptr,
+                                       type,
+                                       compute,
+                                       alignment,
+                                       static_cast<int64_t>(workspace_bytes),
+                                       device};
+  thread_local std::map<std::array<int64_t, 16>, std::unique_ptr<Plan>>
+      plans;  // descriptors are per thread
   auto found = plans.find(key);
   if (found == plans.end()) {
     std::unique_ptr<Plan> plan = make_plan(g, type, compute, alignment, workspace_bytes);
     cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
     C10_CUDA_CHECK(cudaStreamIsCapturing(stream, &capture));
-    if (capture != cudaStreamCaptureStatusNone) {  // nothing may wait on the GPU: the heuristic's choice, not kept
-      return plan->usable && matmul(*plan, plan->algo, g, workspace, workspace_bytes, stream) == CUBLAS_STATUS_SUCCESS;
+    if (capture != cudaStreamCaptureStatusNone) {  // nothing may wait on the GPU: the heuristic's
+                                                   // choice, not kept
+      return plan->usable && matmul(*plan, plan->algo, g, workspace, workspace_bytes, stream) ==
+                                 CUBLAS_STATUS_SUCCESS;
     }
     if (plan->usable) tune(*plan, g, workspace, workspace_bytes, stream);
     found = plans.emplace(key, std::move(plan)).first;
@@ -246,7 +276,8 @@ inline bool run(const Gemm& g, at::ScalarType dtype, cudaStream_t stream) {
   const Plan& plan = *found->second;
   if (!plan.usable) return false;
   if ((g.bias != nullptr && !set(plan.desc.handle, CUBLASLT_MATMUL_DESC_BIAS_POINTER, g.bias)) ||
-      (g.aux != nullptr && !set(plan.desc.handle, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, g.aux))) {
+      (g.aux != nullptr &&
+       !set(plan.desc.handle, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, g.aux))) {
     return false;
   }
   return matmul(plan, plan.algo, g, workspace, workspace_bytes, stream) == CUBLAS_STATUS_SUCCESS;
@@ -303,8 +334,8 @@ inline bool forward(Activation activation, const at::Tensor& rows, const at::Ten
 
 // dW (N x K) = g^T (N x M) @ X (M x K): dW^T (K x N) = X^T (K x M) times g (M x N, read
 // transposed); with `grad_bias`, the bias gradient (g summed over M) from the same GEMM (BGRADB).
-inline bool weight_gradient(const at::Tensor& grad_pre, const at::Tensor& rows, at::Tensor& grad_weight,
-                            at::Tensor* grad_bias, cudaStream_t stream) {
+inline bool weight_gradient(const at::Tensor& grad_pre, const at::Tensor& rows,
+                            at::Tensor& grad_weight, at::Tensor* grad_bias, cudaStream_t stream) {
   Gemm g;
   g.transb = CUBLAS_OP_T;
   g.m = rows.size(1);
@@ -329,9 +360,12 @@ inline bool weight_gradient(const at::Tensor& grad_pre, const at::Tensor& rows, 
 // GPU, the fused GEMM untimed). Both write the same two tensors, so the timing run leaves them
 // right; later calls take the choice. cuBLASLt's bias-gradient epilogue is not equally fast for
 // every shape, and ATen's path is exactly eager PyTorch's, so this is never slower than eager.
-inline void weight_and_bias_gradients(const at::Tensor& grad_pre, const at::Tensor& rows, at::Tensor& grad_weight,
-                                      at::Tensor& grad_bias, cudaStream_t stream) {
-  const auto fused = [&] { return weight_gradient(grad_pre, rows, grad_weight, &grad_bias, stream); };
+inline void weight_and_bias_gradients(const at::Tensor& grad_pre, const at::Tensor& rows,
+                                      at::Tensor& grad_weight, at::Tensor& grad_bias,
+                                      cudaStream_t stream) {
+  const auto fused = [&] {
+    return weight_gradient(grad_pre, rows, grad_weight, &grad_bias, stream);
+  };
   const auto unfused = [&] {
     at::mm_out(grad_weight, grad_pre.t(), rows);
     at::sum_out(grad_bias, grad_pre, {0});
