@@ -181,6 +181,61 @@ def op_sources(op: str, with_cuda: bool, workspace: Path = WORKSPACE) -> list[Pa
     return sources
 
 
+# An op's csrc/cuda_libraries.txt names the libraries its CUDA kernels link besides torch's, one a
+# line (`#` starts a comment): cublasLt for the linear ops. Each is found in the CUDA toolkit, else
+# in the NVIDIA wheels a pip-installed torch brings (a toolkit without cuBLAS still builds).
+CUDA_LIBRARIES_FILE = "cuda_libraries.txt"
+
+
+def op_cuda_libraries(op: str, workspace: Path = WORKSPACE) -> list[str]:
+    """The names in the op's csrc/cuda_libraries.txt (none when it has no such file)."""
+    path = workspace / op / "csrc" / CUDA_LIBRARIES_FILE
+    if not path.is_file():
+        return []
+    return [line.split("#")[0].strip() for line in path.read_text().splitlines() if line.split("#")[0].strip()]
+
+
+def nvidia_wheel_libraries() -> list[Path]:
+    """The lib folders of NVIDIA's pip wheels (site-packages/nvidia/<package>/lib), found without importing torch."""
+    spec = importlib.util.find_spec("nvidia")
+    roots = list(spec.submodule_search_locations or []) if spec is not None else []
+    return sorted(folder for root in roots for folder in Path(root).glob("*/lib"))
+
+
+def find_cuda_library(name: str, home: str) -> Path:
+    """The file to link for CUDA library ``name`` (lib<name>.so, else its versioned lib<name>.so.N)."""
+    toolkit = Path(home)
+    folders = [toolkit / "lib64", toolkit / "lib", *sorted(toolkit.glob("targets/*/lib")), *nvidia_wheel_libraries()]
+    for folder in folders:
+        for candidate in [folder / f"lib{name}.so", *sorted(folder.glob(f"lib{name}.so.*"))]:
+            if candidate.is_file():
+                return candidate
+    raise BuildConfigError(
+        f"the CUDA library {name} (lib{name}.so) is neither in the toolkit {home} nor in NVIDIA's pip wheels; "
+        f"install the toolkit's {name}, or build CPU-only with OPGEN_CUDA=0"
+    )
+
+
+def op_cuda_link(op: str, settings: Settings, workspace: Path = WORKSPACE) -> tuple[list[str], list[str]]:
+    """(link arguments, C++ compiler flags) for the op's CUDA libraries; nothing without CUDA.
+
+    Each library is linked by its file; where the toolkit lacks its header (lib<name>'s
+    <name>.h), the header's folder beside the library is searched after every other
+    (-idirafter), so the toolkit's own headers still come first.
+    """
+    if settings.cuda_home is None:
+        return [], []
+    link: list[str] = []
+    flags: list[str] = []
+    for name in op_cuda_libraries(op, workspace):
+        library = find_cuda_library(name, settings.cuda_home)
+        link.append(str(library))
+        headers = library.parent.parent / "include"
+        if not (Path(settings.cuda_home) / "include" / f"{name}.h").is_file() and (headers / f"{name}.h").is_file():
+            flags += ["-idirafter", str(headers)]
+    return link, flags
+
+
 def op_headers(op: str, workspace: Path = WORKSPACE) -> list[Path]:
     """The op's own headers (csrc/) and the shared ones (include/)."""
     folders = [workspace / op / "csrc", workspace / "include"]
@@ -191,7 +246,9 @@ def op_headers(op: str, workspace: Path = WORKSPACE) -> list[Path]:
 
 def op_depends(op: str, workspace: Path = WORKSPACE) -> list[Path]:
     """What a change to rebuilds the op, besides its sources: headers and the build's own files."""
-    return [*op_headers(op, workspace), workspace / "setup.py", workspace / Path(__file__).name]
+    libraries = workspace / op / "csrc" / CUDA_LIBRARIES_FILE
+    extra = [libraries] if libraries.is_file() else []
+    return [*op_headers(op, workspace), *extra, workspace / "setup.py", workspace / Path(__file__).name]
 
 
 def op_config(op: str, settings: Settings, workspace: Path = WORKSPACE) -> str:
@@ -206,6 +263,8 @@ def op_config(op: str, settings: Settings, workspace: Path = WORKSPACE) -> str:
         f"compiler variables {' '.join(settings.compiler_variables) or 'none'}",
         f"sources {names}",
     ]
+    if settings.with_cuda and op_cuda_libraries(op, workspace):
+        lines.append(f"cuda libraries {' '.join(op_cuda_link(op, settings, workspace)[0])}")
     return "\n".join(lines) + "\n"
 
 

@@ -191,14 +191,19 @@ def extensions(ops: list[str], settings) -> list:
         stamp = build_config.write_stamp(op, settings).relative_to(WORKSPACE).as_posix()
         depends = [path.relative_to(WORKSPACE).as_posix() for path in build_config.op_depends(op)]
         kind = CUDAExtension if with_cuda else CppExtension
+        # Libraries the op's CUDA kernels link besides torch's (csrc/cuda_libraries.txt: cuBLASLt).
+        try:
+            link, cxx_flags = build_config.op_cuda_link(op, settings)
+        except build_config.BuildConfigError as error:
+            sys.exit(f"setup.py: {op}: {error}")
         built.append(
             kind(
                 name=f"{PACKAGE}.{op}._C",
                 sources=op_sources(op, with_cuda),
                 include_dirs=[str(WORKSPACE / "include")],
                 depends=[*depends, stamp],
-                extra_compile_args={"cxx": CXX_FLAGS, "nvcc": NVCC_FLAGS},
-                extra_link_args=LINK_FLAGS,
+                extra_compile_args={"cxx": [*CXX_FLAGS, *cxx_flags], "nvcc": NVCC_FLAGS},
+                extra_link_args=[*LINK_FLAGS, *link],
                 # No Python API is used (ops register through TORCH_LIBRARY), so one binary
                 # serves every Python 3 version.
                 py_limited_api=True,

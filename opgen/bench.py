@@ -14,7 +14,7 @@ import math
 import platform
 import statistics
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -47,6 +47,9 @@ class Workload:
     make_inputs: Callable[[], tuple[torch.Tensor, ...]]
     # Each input read once, each output written once: the fewest bytes any kernel can move.
     bytes_moved: int
+    # The arithmetic of one pass, for compute-bound (GEMM-class) ops: when set, the report gives
+    # TFLOP/s, and the ceiling beside the op is the plain GEMM (an extra contender) rather than a copy.
+    flops: float = 0.0
 
 
 # Flat tensors of 1 MiB to 1 GiB each on a GPU, whatever the dtype (the L2 is 50-60 MB, so the
@@ -98,6 +101,63 @@ def row_workloads(dtype: torch.dtype, device: str, reads: int, writes: int) -> l
     return tensor_workloads(row_shapes, dtype, device, reads, writes)
 
 
+def linear_flops(rows: int, in_features: int, out_features: int, *, backward: bool = False) -> float:
+    """The FLOPs of a linear layer's GEMMs, a multiply and an add per term.
+
+    2 M N K forward; the backward adds the input-gradient and the weight-gradient GEMMs, as much
+    again each. Bias and activation are left out, as in every TFLOP/s figure of a GEMM.
+    """
+    return 2.0 * rows * in_features * out_features * (3 if backward else 1)
+
+
+def linear_workload(
+    rows: int,
+    in_features: int,
+    out_features: int,
+    dtype: torch.dtype,
+    device: str,
+    *,
+    backward: bool = False,
+    bias: bool = True,
+) -> Workload:
+    """One linear-layer shape: x (rows, in_features), weight (out_features, in_features), bias.
+
+    Fresh normal values scaled as a layer's, requiring a gradient for ``backward``; the inputs
+    are (x, weight, bias), or (x, weight) without ``bias``.
+    """
+
+    def make() -> tuple[torch.Tensor, ...]:
+        x = torch.randn(rows, in_features, device=device, dtype=dtype)
+        weight = torch.randn(out_features, in_features, device=device, dtype=dtype) * in_features**-0.5
+        tensors = (x, weight, torch.randn(out_features, device=device, dtype=dtype)) if bias else (x, weight)
+        return tuple(t.requires_grad_(backward) for t in tensors)
+
+    element_bytes = torch.empty((), dtype=dtype).element_size()
+    moved = (rows * in_features + out_features * in_features + rows * out_features) * element_bytes
+    moved += out_features * element_bytes if bias else 0
+    return Workload(
+        label=f"{rows}x{in_features}->{out_features}",
+        numel=rows * out_features,
+        make_inputs=make,
+        bytes_moved=moved * (3 if backward else 1),
+        flops=linear_flops(rows, in_features, out_features, backward=backward),
+    )
+
+
+def with_gradients(forward: Callable[..., torch.Tensor]) -> Callable[..., Any]:
+    """A training step of ``forward``: the call, then the gradients of every input that requires one.
+
+    By torch.autograd.grad, so nothing accumulates into .grad between timed calls.
+    """
+
+    def step(*inputs: torch.Tensor) -> Any:
+        out = forward(*inputs)
+        wanted = [t for t in inputs if isinstance(t, torch.Tensor) and t.requires_grad]
+        return torch.autograd.grad(out, wanted, torch.ones_like(out))
+
+    return step
+
+
 @dataclass
 class Measurement:
     """One contender on one workload."""
@@ -115,6 +175,7 @@ class Measurement:
     percent_of_copy: float | None = None
     speedup_vs_eager: float | None = None
     speedup_vs_compile: float | None = None
+    tflops: float | None = None  # compute-bound workloads (Workload.flops)
 
 
 @dataclass
@@ -246,13 +307,31 @@ def run_benchmark(
     device: str,
     include_compile: bool = True,
     repetitions: int = 50,
+    backward_direction: str = "backward",
+    extra: Mapping[str, Callable[..., Any]] | None = None,
+    backward_extra: Mapping[str, Callable[..., Any]] | None = None,
+    compile_backward: Callable[[Callable[..., Any]], Callable[..., Any]] | None = None,
 ) -> list[Measurement]:
-    """Time every contender on every workload; fills in GB/s, % of copy and speed-ups."""
+    """Time every contender on every workload; fills in GB/s (TFLOP/s), % of copy and speed-ups.
+
+    ``extra`` (``backward_extra``) are more contenders of the forward (backward) direction, called
+    with the workload's inputs, such as the plain GEMM beside a GEMM-class op. torch.compile
+    compiles the eager reference of each direction, or ``compile_backward(reference_backward)``
+    where given (a training step compiles its forward, not autograd.grad). A GPU workload without
+    FLOPs has a device copy of its bytes beside it (the bandwidth ceiling).
+    """
     results: list[Measurement] = []
-    directions = [("forward", workloads, forward, reference)]
+    Direction = tuple[
+        str, Sequence[Workload], Callable[..., Any], Callable[..., Any], Mapping[str, Callable[..., Any]],
+        Callable[[Callable[..., Any]], Callable[..., Any]],
+    ]  # fmt: skip
+    directions: list[Direction] = [("forward", workloads, forward, reference, extra or {}, compiled_for_this_shape)]
     if backward is not None and reference_backward is not None:
-        directions.append(("backward", backward_workloads, backward, reference_backward))
-    for direction, direction_workloads, candidate, eager in directions:
+        compile_it = compile_backward or compiled_for_this_shape
+        directions.append(
+            (backward_direction, backward_workloads, backward, reference_backward, backward_extra or {}, compile_it)
+        )
+    for direction, direction_workloads, candidate, eager, others, compile_it in directions:
         for workload in direction_workloads:
             inputs = workload.make_inputs()
             contenders: dict[str, Callable[[], object]] = {
@@ -260,8 +339,9 @@ def run_benchmark(
                 "eager": functools.partial(eager, *inputs),
             }
             if include_compile:
-                contenders["compile"] = functools.partial(compiled_for_this_shape(eager), *inputs)
-            if device == "cuda":
+                contenders["compile"] = functools.partial(compile_it(eager), *inputs)
+            contenders |= {name: functools.partial(fn, *inputs) for name, fn in others.items()}
+            if device == "cuda" and not workload.flops:
                 contenders["copy"] = _copy_contender(inputs, workload.bytes_moved)
             rows = {}
             medians = time_side_by_side(contenders, device, repetitions=repetitions)
@@ -271,6 +351,7 @@ def run_benchmark(
                     dtype=str(dtype).removeprefix("torch."), device=device, numel=workload.numel,
                     bytes_moved=workload.bytes_moved, median_ms=median,
                     gbps=workload.bytes_moved / (median * 1e-3) / 1e9,
+                    tflops=workload.flops / (median * 1e-3) / 1e12 if workload.flops else None,
                 )  # fmt: skip
             for row in rows.values():
                 if "copy" in rows:
@@ -289,11 +370,13 @@ def print_table(measurements: Sequence[Measurement], title: str) -> None:
     from rich.table import Table
 
     table = Table(title=title)
-    for column in ("dir", "shape", "dtype", "contender", "ms", "GB/s", "% copy", "vs eager", "vs compile"):
+    compute = any(m.tflops is not None for m in measurements)
+    rate = "TFLOP/s" if compute else "GB/s"
+    for column in ("dir", "shape", "dtype", "contender", "ms", rate, "% copy", "vs eager", "vs compile"):
         table.add_column(column, justify="right" if column not in ("dir", "shape", "contender") else "left")
     for m in measurements:
         table.add_row(
-            m.direction, m.workload, m.dtype, m.contender, f"{m.median_ms:.4f}", f"{m.gbps:,.0f}",
+            m.direction, m.workload, m.dtype, m.contender, f"{m.median_ms:.4f}", _rate(m),
             "" if m.percent_of_copy is None else f"{m.percent_of_copy:.1f}",
             "" if m.speedup_vs_eager is None else f"{m.speedup_vs_eager:.2f}x",
             "" if m.speedup_vs_compile is None else f"{m.speedup_vs_compile:.2f}x",
@@ -301,13 +384,22 @@ def print_table(measurements: Sequence[Measurement], title: str) -> None:
     Console().print(table)
 
 
+def _rate(m: Measurement) -> str:
+    return f"{m.tflops:,.1f}" if m.tflops is not None else f"{m.gbps:,.0f}"
+
+
 def write_json(report: Report, path: Path) -> None:
     path.write_text(report.to_json())
 
 
 def markdown_table(report: Report) -> str:
-    """One row per (direction, dtype, shape): GB/s and % of the copy ceiling of every contender."""
+    """One row per (direction, dtype, shape): GB/s and % of the copy ceiling of every contender.
+
+    Compute-bound workloads get TFLOP/s instead, and opgen's speed-ups over eager and compile.
+    """
     contenders = list(dict.fromkeys(m.contender for m in report.measurements))
+    if any(m.tflops is not None for m in report.measurements):
+        return _compute_table(report, contenders)
     header = ["direction", "dtype", "shape", *(f"{name} GB/s (% copy)" for name in contenders)]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     groups: dict[tuple[str, str, str], dict[str, Measurement]] = {}
@@ -323,6 +415,31 @@ def markdown_table(report: Report) -> str:
                 cells.append(f"{cell.gbps:,.0f}")
             else:
                 cells.append(f"{cell.gbps:,.0f} ({cell.percent_of_copy:.0f}%)")
+        lines.append("| " + " | ".join([direction, dtype, workload, *cells]) + " |")
+    device = report.environment.get("gpu") or report.environment.get("cpu", "")
+    title = f"{report.op} on {device}, torch {report.environment['torch']}, CUDA {report.environment['cuda']}"
+    return f"**{title}**\n\n" + "\n".join(lines) + "\n"
+
+
+def _compute_table(report: Report, contenders: Sequence[str]) -> str:
+    header = [
+        "direction",
+        "dtype",
+        "shape",
+        *(f"{name} TFLOP/s" for name in contenders),
+        "opgen vs eager",
+        "opgen vs compile",
+    ]
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    groups: dict[tuple[str, str, str], dict[str, Measurement]] = {}
+    for m in report.measurements:
+        groups.setdefault((m.direction, m.dtype, m.workload), {})[m.contender] = m
+    for (direction, dtype, workload), row in groups.items():
+        cells = [_rate(row[name]) if name in row else "" for name in contenders]
+        ours = row.get("opgen")
+        for ratio in ("speedup_vs_eager", "speedup_vs_compile"):
+            value = getattr(ours, ratio) if ours is not None else None
+            cells.append("" if value is None else f"{value:.3f}x")
         lines.append("| " + " | ".join([direction, dtype, workload, *cells]) + " |")
     device = report.environment.get("gpu") or report.environment.get("cpu", "")
     title = f"{report.op} on {device}, torch {report.environment['torch']}, CUDA {report.environment['cuda']}"
@@ -345,13 +462,14 @@ def plot(report: Report, path: Path) -> None:
     for axis, (direction, dtype) in zip(axes.flat, panels, strict=False):
         rows = [m for m in report.measurements if m.direction == direction and m.dtype == dtype]
         labels = list(dict.fromkeys(m.workload for m in rows))
+        compute = any(m.tflops is not None for m in rows)
         for contender in dict.fromkeys(m.contender for m in rows):
-            values = {m.workload: m.gbps for m in rows if m.contender == contender}
+            values = {m.workload: (m.tflops if compute else m.gbps) for m in rows if m.contender == contender}
             axis.plot(
                 range(len(labels)), [values.get(label, float("nan")) for label in labels], marker="o", label=contender
             )
         axis.set_xticks(range(len(labels)), labels, rotation=30, ha="right", fontsize=8)
-        axis.set_ylabel("GB/s (inputs read + outputs written once)")
+        axis.set_ylabel("TFLOP/s" if compute else "GB/s (inputs read + outputs written once)")
         axis.set_title(f"{report.op} {direction}, {dtype}")
         axis.grid(alpha=0.3)
         axis.legend()
@@ -372,13 +490,20 @@ def bench_main(
     reference_backward: Callable[..., Any] | None = None,
     inputs: int = 1,
     argv: Sequence[str] | None = None,
+    make_backward_workloads: Callable[[torch.dtype, str], Sequence[Workload]] | None = None,
+    backward_direction: str = "backward",
+    extra: Mapping[str, Callable[..., Any]] | None = None,
+    backward_extra: Mapping[str, Callable[..., Any]] | None = None,
+    compile_backward: Callable[[Callable[..., Any]], Callable[..., Any]] | None = None,
+    default_dtypes: Sequence[str] = ("float32", "bfloat16"),
 ) -> Report:
     """The command line of a generated benchmark: parse, time, print, save.
 
     ``make_workloads(dtype, device, reads, writes)`` gives the workloads of a pass that reads
     ``reads`` tensors (its inputs) and writes ``writes``. The op's forward reads its ``inputs``
     tensors and writes one; its backward reads the incoming gradient and the inputs and writes
-    one gradient per input.
+    one gradient per input. A GEMM-class op gives its backward's workloads itself
+    (``make_backward_workloads(dtype, device)``) and the rest of run_benchmark's options.
     """
     import argparse
 
@@ -387,7 +512,7 @@ def bench_main(
     )
     parser.add_argument("--device", choices=["cuda", "cpu"], default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--dtype", action="append", choices=["float32", "bfloat16", "float16", "float64"],
-                        help="repeatable; default float32 and bfloat16")  # fmt: skip
+                        help=f"repeatable; default {' and '.join(default_dtypes)}")  # fmt: skip
     parser.add_argument("--json", type=Path, help="write the measurements and the environment as JSON here")
     parser.add_argument("--plot", type=Path, help="write a PNG of GB/s against size here")
     parser.add_argument("--markdown", type=Path, help="write a markdown table of GB/s and %% of copy here")
@@ -401,8 +526,12 @@ def bench_main(
     if options.device == "cuda" and not torch.cuda.is_available():
         parser.error("--device cuda: no CUDA GPU found; use --device cpu")
     report = Report(op=op, environment=environment(options.device))
-    for dtype_name in options.dtype or ["float32", "bfloat16"]:
+    for dtype_name in options.dtype or list(default_dtypes):
         dtype = getattr(torch, dtype_name)
+        if make_backward_workloads is not None:
+            backward_workloads = make_backward_workloads(dtype, options.device)
+        else:
+            backward_workloads = make_workloads(dtype, options.device, inputs + 1, inputs)
         measurements = run_benchmark(
             op,
             make_workloads(dtype, options.device, inputs, 1),
@@ -410,11 +539,15 @@ def bench_main(
             reference=reference,
             backward=backward,
             reference_backward=reference_backward,
-            backward_workloads=make_workloads(dtype, options.device, inputs + 1, inputs),
+            backward_workloads=backward_workloads,
             dtype=dtype,
             device=options.device,
             include_compile=not options.no_compile,
             repetitions=options.repetitions,
+            backward_direction=backward_direction,
+            extra=extra,
+            backward_extra=backward_extra,
+            compile_backward=compile_backward,
         )
         report.measurements.extend(measurements)
         print_table(measurements, f"{op} on {options.device}, {dtype_name}")

@@ -130,7 +130,8 @@ def new(
     kind: Annotated[
         Kind | None,
         typer.Option(
-            help="Skeleton kind for a new name: elementwise (default) or rowwise (a reduction over the last dim).",
+            help="Kind of a new name: elementwise (default) or rowwise (a reduction over the last dim) skeletons, "
+            "or linear (a linear layer and its --activation, one cuBLASLt GEMM).",
             show_default=False,
         ),
     ] = None,
@@ -180,6 +181,18 @@ def new(
     no_grad: Annotated[
         bool, typer.Option("--no-grad", help="With --signature: render the op without a backward.")
     ] = False,
+    activation: Annotated[
+        str | None,
+        typer.Option(
+            help=(
+                "With --kind linear: the activation after the linear layer: none (default), relu, gelu, gelu_tanh "
+                '(in the GEMM\'s epilogue), or a formula of one input in the language of --formula ("x*sigmoid(1.702*x)"), '
+                "which opgen's formula kernels apply to the GEMM's output."
+            ),
+            show_default=False,
+        ),
+    ] = None,
+    no_bias: Annotated[bool, typer.Option("--no-bias", help="With --kind linear: a linear layer without a bias.")] = False,
 ) -> None:
     """Render everything one op needs: CUDA and CPU kernels, binding, Python module, tests, benchmark."""
     located = Workspace.locate(workspace)
@@ -193,6 +206,8 @@ def new(
         signature=signature,
         integer_outputs=int_output or (),
         gradients=not no_grad,
+        activation=activation,
+        bias=not no_bias,
     )
     out.print(f"[green]created[/] {folder}")
     missing = missing_shared_headers(folder, located)

@@ -166,6 +166,15 @@ class InvalidFormula(ValueError, UsageError):
         super().__init__(f"invalid {what} {formula!r}: {reason}")
 
 
+class InvalidActivation(ValueError, UsageError):
+    """`opgen new --kind linear --activation` (or `--no-bias`) that opgen will not turn into an op."""
+
+    def __init__(self, *, activation: str, reason: str, hint: str = "") -> None:
+        self.activation = activation
+        self.hint = hint or 'use --activation none, relu, gelu, gelu_tanh or a formula of one input ("x*sigmoid(1.702*x)")'
+        super().__init__(f"invalid --activation {activation!r}: {reason}")
+
+
 class InvalidSignature(ValueError, UsageError):
     """`opgen new --signature` that opgen will not turn into an op."""
 

@@ -18,7 +18,7 @@ from typing import Any
 
 from opgen.build import build_setup
 from opgen.errors import OpgenError
-from opgen.recipes import FORMULA, KNOWN_RECIPES, SKELETONS
+from opgen.recipes import recipe_named
 from opgen.workspace import Workspace, read_answers
 
 # What changed_since_build names besides files: the settings a build would use now (torch, the
@@ -204,10 +204,10 @@ def _relative(path: Path, root: Path) -> str:
 
 
 def _kind_of(recipe: str) -> str:
-    if recipe == FORMULA.name:
-        return FORMULA.kind
-    known = KNOWN_RECIPES.get(recipe) or SKELETONS.get(recipe)  # type: ignore[call-overload]
-    return known.kind if known is not None else "unknown"
+    try:
+        return recipe_named(recipe).kind
+    except KeyError:
+        return "unknown"
 
 
 def describe_op(workspace: Workspace, op: str, rule: BuildRule | None) -> OpInfo:

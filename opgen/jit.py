@@ -210,6 +210,9 @@ def _plan(ws: Workspace, op: str, *, cpu_only: bool, jobs: int | None, arch: str
         )
     setup = _workspace_setup(ws)
     toolkit, settings = build.toolkit, build.settings
+    # Libraries the op's CUDA kernels link besides torch's (an older workspace's config has none).
+    op_cuda_link = getattr(build.config, "op_cuda_link", None)
+    link, library_flags = op_cuda_link(op, settings) if op_cuda_link is not None and toolkit is not None else ([], [])
     python = f"py{sys.version_info.major}{sys.version_info.minor}"
     if toolkit is None:
         configuration = f"torch{torch.__version__}-{python}-cpu"
@@ -224,9 +227,9 @@ def _plan(ws: Workspace, op: str, *, cpu_only: bool, jobs: int | None, arch: str
         folder=ws.path / "build" / "jit" / op / re.sub(r"[^A-Za-z0-9._-]", "_", configuration),
         sources=[str(ws.path / source) for source in setup.op_sources(op, toolkit is not None)],
         include_dirs=[str(ws.path / "include")],
-        cxx_flags=list(setup.CXX_FLAGS),
+        cxx_flags=[*setup.CXX_FLAGS, *library_flags],
         nvcc_flags=list(setup.NVCC_FLAGS),
-        link_flags=list(setup.LINK_FLAGS),
+        link_flags=[*setup.LINK_FLAGS, *link],
         toolkit=toolkit,
         settings=settings,
         env=build.env,

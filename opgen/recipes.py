@@ -8,10 +8,10 @@ from typing import Literal
 from opgen.errors import KindMismatch
 from opgen.spec import Layout, Saves
 
-Kind = Literal["elementwise", "rowwise"]  # the skeletons `--kind` picks
+Kind = Literal["elementwise", "rowwise", "linear"]  # what `--kind` picks: skeletons, or a linear layer
 # A recipe's kind: a skeleton's, or an op rendered from a signature (its spec: opgen.spec).
-RecipeKind = Literal["elementwise", "rowwise", "signature"]
-KINDS: tuple[Kind, ...] = ("elementwise", "rowwise")
+RecipeKind = Literal["elementwise", "rowwise", "signature", "linear"]
+KINDS: tuple[Kind, ...] = ("elementwise", "rowwise", "linear")
 DEFAULT_KIND: Kind = "elementwise"
 
 
@@ -31,6 +31,7 @@ class Recipe:
     layout: Layout
     skeleton: bool = False
     saves: Saves = "inputs"  # what the backward op reads (elementwise, rowwise and softmax layouts)
+    activation: str | None = None  # the linear layout's activation (spec.extra), where the recipe fixes it
 
 
 KNOWN_RECIPES: dict[str, Recipe] = {
@@ -57,6 +58,14 @@ KNOWN_RECIPES: dict[str, Recipe] = {
         signature="(Tensor x, int dim=-1, bool descending=False) -> (Tensor values, Tensor indices)",
         layout="signature",
     ),
+    "linear_gelu": Recipe(
+        "linear_gelu",
+        "linear",
+        'linear_gelu(x, weight, bias=None, approximate="tanh"), as F.gelu(F.linear(x, weight, bias)), one cuBLASLt GEMM',
+        signature='(Tensor x, Tensor weight, Tensor? bias=None, str approximate="tanh") -> Tensor',
+        layout="linear",
+        activation="approximate",  # the GELU its `approximate` argument names
+    ),
 }
 
 SKELETONS: dict[Kind, Recipe] = {
@@ -77,6 +86,11 @@ SIGNATURE = Recipe(
 # `opgen new <op> --formula EXPR`: an elementwise op whose math and gradient opgen derives.
 FORMULA = Recipe("formula", "elementwise", "an elementwise op from a formula, its gradient derived", None, "elementwise")
 
+# `opgen new <op> --kind linear --activation ACT [--no-bias]`: a linear layer and its activation.
+LINEAR = Recipe("linear", "linear", "a linear layer with an activation, as one GEMM with a fused epilogue", None, "linear")
+# The activations cuBLASLt's epilogues (or ATen, for exact GELU) apply; any other --activation is a formula.
+ACTIVATIONS: tuple[str, ...] = ("none", "relu", "gelu", "gelu_tanh")
+
 
 def recipe_for(op_name: str, kind: Kind | None = None) -> Recipe:
     """The recipe for ``op_name``: its own when the name is known, else a skeleton of ``kind``."""
@@ -85,10 +99,13 @@ def recipe_for(op_name: str, kind: Kind | None = None) -> Recipe:
         if kind is not None and kind != known.kind:
             raise KindMismatch(name=op_name, kind=kind, recipe_kind=known.kind)
         return known
+    if kind == "linear":
+        return LINEAR
     return SKELETONS[kind or DEFAULT_KIND]
 
 
 def recipe_named(name: str) -> Recipe:
     """The recipe an answers file names (``recipe:``)."""
-    recipes = {**KNOWN_RECIPES, **{r.name: r for r in SKELETONS.values()}, FORMULA.name: FORMULA, SIGNATURE.name: SIGNATURE}
+    recipes = {**KNOWN_RECIPES, **{r.name: r for r in SKELETONS.values()}, FORMULA.name: FORMULA, SIGNATURE.name: SIGNATURE,
+               LINEAR.name: LINEAR}  # fmt: skip
     return recipes[name]

@@ -11,6 +11,7 @@ so updates need no git checkout of opgen and no state outside the workspace.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import os
 import re
@@ -24,6 +25,7 @@ from typing import Any, Literal
 
 from opgen import __version__
 from opgen.errors import (
+    InvalidActivation,
     InvalidFormula,
     InvalidSignature,
     OpExists,
@@ -33,7 +35,7 @@ from opgen.errors import (
     WorkspaceError,
 )
 from opgen.names import validate_op_name
-from opgen.recipes import FORMULA, SIGNATURE, Kind, Recipe, recipe_for
+from opgen.recipes import ACTIVATIONS, FORMULA, LINEAR, SIGNATURE, Kind, Recipe, recipe_for
 from opgen.spec import OpSpec, parse_signature
 from opgen.workspace import Workspace
 
@@ -212,9 +214,43 @@ def recipe_spec(name: str, recipe: Recipe, answers: Mapping[str, Any]) -> OpSpec
         params = [f"float {p['name']}={float(p['default'])!r}" for p in answers.get("formula_params", [])]
         signature = f"({', '.join(tensors + params)}) -> Tensor"
     assert signature is not None, f"recipe {recipe.name} has no signature of its own"
-    return parse_signature(
+    spec = parse_signature(
         name, signature, recipe=recipe.name, summary=recipe.summary, layout=recipe.layout, saves=recipe.saves
     )
+    return dataclasses.replace(spec, extra={"activation": recipe.activation}) if recipe.activation else spec
+
+
+def _linear_answers(
+    name: str, activation: str | None, bias: bool, *, formula: str | None, signature: str | None, params: Sequence[str]
+) -> dict[str, Any]:
+    """The linear recipe's copier answers: x, weight (and bias) and the activation, checked.
+
+    A named activation runs in the GEMM's epilogue (or ATen's, exact GELU); anything else is a
+    formula of one input (the language of --formula), applied by opgen's formula kernels.
+    """
+    chosen = "none" if activation is None else activation.strip()
+    if formula is not None or signature is not None or params:
+        option = "--formula" if formula is not None else "--signature" if signature is not None else "--param"
+        raise InvalidActivation(
+            activation=chosen, reason=f"--kind linear takes no {option}", hint="give the activation as --activation"
+        )
+    extra: dict[str, Any] = {"activation": chosen}
+    if chosen not in ACTIVATIONS:
+        # Imported here: sympy takes a moment to load, and only formula activations need it.
+        from opgen.formula import formula_answers, parse_formula
+
+        answers = formula_answers(parse_formula(chosen))
+        inputs = answers["formula_inputs"]
+        if len(inputs) != 1:
+            raise InvalidActivation(
+                activation=chosen,
+                reason=f"an activation is a formula of one input (the pre-activation), but this one has {len(inputs)}: "
+                + ", ".join(inputs),
+            )
+        extra = {"activation": "formula", "formula": answers["formula"], "formula_input": inputs[0]}
+    arguments = "Tensor x, Tensor weight, Tensor? bias=None" if bias else "Tensor x, Tensor weight"
+    spec = parse_signature(name, f"({arguments}) -> Tensor", recipe=LINEAR.name, summary=LINEAR.summary, layout=LINEAR.layout)
+    return {"recipe": LINEAR.name, "spec": dataclasses.replace(spec, extra=extra).to_answers()}
 
 
 def _signature_answers(
@@ -252,6 +288,8 @@ def new_op(
     signature: str | None = None,
     integer_outputs: Sequence[str] = (),
     gradients: bool = True,
+    activation: str | None = None,
+    bias: bool = True,
 ) -> Path:
     """Render op ``name`` into the workspace (creating the workspace if needed); return its folder.
 
@@ -259,11 +297,19 @@ def new_op(
     elementwise op, with its gradient derived (opgen.formula); with ``signature`` (a PyTorch
     schema's arguments and outputs) an op of that interface, with placeholder kernels
     (opgen.spec; ``integer_outputs`` are int64, ``gradients=False`` renders no backward). Either is
-    checked before anything is written.
+    checked before anything is written. With ``kind="linear"`` (or an ``activation``, or
+    ``bias=False``) a linear layer and its activation (one of ACTIVATIONS, or a formula of one input).
     """
     validate_op_name(name)
     data: dict[str, Any] = {"scope": "op", "op_name": name}
-    if signature is not None or integer_outputs or not gradients:
+    linear = kind == LINEAR.kind or activation is not None or not bias
+    if linear and kind not in (None, LINEAR.kind):
+        raise InvalidActivation(
+            activation=activation or "", reason=f"--activation and --no-bias make a linear op, not {kind}", hint="use --kind linear"
+        )
+    if linear:
+        data |= _linear_answers(name, activation, bias, formula=formula, signature=signature, params=params)
+    elif signature is not None or integer_outputs or not gradients:
         data |= _signature_answers(name, signature, kind, formula, integer_outputs, gradients)
     elif formula is not None:
         data |= {"recipe": FORMULA.name, **_formula_answers(formula, params, kind)}

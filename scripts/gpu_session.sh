@@ -44,6 +44,10 @@ for op in "${ops[@]}"; do
     sig_op) opgen new sig_op --signature "(Tensor x, Tensor? weight, int k, float eps=1e-5, bool largest=True, int[] dims=[0, 1], *, float? scale=None) -> (Tensor values, Tensor indices)" ;;
     sig_plain) opgen new sig_plain --signature "(Tensor x, Tensor y) -> Tensor" ;;
     sig_nograd) opgen new sig_nograd --signature "(Tensor x, float alpha=2.0) -> (Tensor a, Tensor b)" --no-grad ;;
+    lin_relu) opgen new lin_relu --kind linear --activation relu ;;
+    lin_gelu_exact) opgen new lin_gelu_exact --kind linear --activation gelu ;;
+    lin_plain) opgen new lin_plain --kind linear --no-bias ;;
+    lin_silu) opgen new lin_silu --kind linear --activation "x*sigmoid(1.702*x)" ;;
     *) opgen new "$op" ;;
   esac || exit 1
 done
@@ -76,7 +80,7 @@ if has_mode sanitize; then
 fi
 if has_mode bench; then
   for op in "${ops[@]}"; do
-    case $op in my_op|row_op|sig_*) continue ;; esac
+    case $op in my_op|row_op|sig_*|lin_*) continue ;; esac
     mkdir -p "$OUT/benchmarks/$op"
     opgen bench "$op" --json "$OUT/benchmarks/$op/$op.json" --plot "$OUT/benchmarks/$op/$op.png" \
       --markdown "$OUT/benchmarks/$op/$op.md" >> "$OUT/bench.log" 2>&1

@@ -27,6 +27,10 @@ CASES: dict[str, dict[str, Any]] = {
     },
     "route": {"signature": '(Tensor logits, str mode="top") -> (Tensor probs, Tensor expert)', "integer_outputs": ["expert"]},
     "pair_nograd": {"signature": "(Tensor x, Tensor y) -> Tensor", "gradients": False},
+    "linear_gelu": {},
+    "lin_relu": {"kind": "linear", "activation": "relu"},
+    "lin_plain": {"kind": "linear", "bias": False},
+    "lin_silu": {"kind": "linear", "activation": "x*sigmoid(1.702*x)"},
 }
 
 

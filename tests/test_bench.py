@@ -90,3 +90,33 @@ def test_a_workload_moves_each_tensor_once_and_draws_fresh_inputs() -> None:
     first, second = small.make_inputs(), small.make_inputs()
     assert len(first) == 2 and first[0].dtype == torch.bfloat16 and first[0].shape == (2**17,)
     assert not torch.equal(first[0], second[0]) and bool(first[0].ne(0).any())
+
+
+def test_gemm_class_ops_are_timed_in_tflops_beside_the_plain_gemm() -> None:
+    # A linear layer's workloads carry FLOPs (2 M N K, 6 M N K with the backward): the report gives
+    # TFLOP/s, the extra contender (the plain GEMM) runs beside the op, and no copy is timed.
+    forward = bench.linear_workload(64, 32, 48, torch.float32, "cpu")
+    training = bench.linear_workload(64, 32, 48, torch.float32, "cpu", backward=True, bias=False)
+    assert forward.flops == 2 * 64 * 32 * 48 and training.flops == 3 * forward.flops
+    x, weight, bias = forward.make_inputs()
+    assert x.shape == (64, 32) and weight.shape == (48, 32) and bias.shape == (48,) and not x.requires_grad
+    assert [t.requires_grad for t in training.make_inputs()] == [True, True]
+
+    def layer(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
+        return torch.nn.functional.gelu(torch.nn.functional.linear(x, weight, bias))
+
+    measurements = bench.run_benchmark(
+        "layer", [forward], forward=layer, reference=layer, dtype=torch.float32, device="cpu",
+        include_compile=False, repetitions=5, extra={"F.linear": torch.nn.functional.linear},
+    )  # fmt: skip
+    assert [m.contender for m in measurements] == ["opgen", "eager", "F.linear"]
+    assert all(m.tflops is not None and m.tflops > 0 for m in measurements)
+    table = bench.markdown_table(bench.Report("layer", bench.environment("cpu"), measurements))
+    assert "F.linear TFLOP/s" in table and "opgen vs eager" in table
+
+
+def test_a_training_step_takes_the_gradients_of_the_inputs_that_require_them() -> None:
+    x, weight = torch.randn(4, 3, requires_grad=True), torch.randn(5, 3)
+    grads = bench.with_gradients(torch.nn.functional.linear)(x, weight)
+    assert len(grads) == 1 and torch.allclose(grads[0], torch.ones(4, 5) @ weight)
+    assert x.grad is None  # nothing accumulated

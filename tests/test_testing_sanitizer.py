@@ -63,3 +63,46 @@ def test_sanitizer_is_found_on_path(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     fake.chmod(0o755)
     monkeypatch.setenv("PATH", str(tmp_path))
     assert find_compute_sanitizer() == fake
+
+
+def test_an_op_on_cublas_is_judged_by_initcheck_only_where_torchs_own_gemms_pass(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from opgen.testing import sanitizer
+
+    flagged = SanitizerRun(
+        "initcheck",
+        REPORT_EXIT_CODE,
+        "========= COMPUTE-SANITIZER\n"
+        "========= Uninitialized __global__ memory read of size 16 bytes\n"
+        "=========     at relu_kernel\n"
+        "=========         Host Frame: cudaLaunchKernel\n"
+        "========= ERROR SUMMARY: 1 error\n",
+    )
+    clean = SanitizerRun("initcheck", 0, "========= ERROR SUMMARY: 0 errors\n")
+    runs: list[str] = []
+
+    def run(tool: str, module: str, *, sanitizer: Path) -> SanitizerRun:
+        runs.append(module)
+        return control if module == sanitizer_module.CUBLAS_CONTROL else op_run
+
+    sanitizer_module = sanitizer
+    monkeypatch.setattr(sanitizer, "find_compute_sanitizer", lambda: tmp_path / "compute-sanitizer")
+    monkeypatch.setattr(sanitizer, "run_module_under_sanitizer", run)
+    sanitizer.tool_sees_cublas_writes.cache_clear()
+    # The control is flagged: the op's own run would mean nothing, so the test skips, saying why.
+    control, op_run = flagged, flagged
+    with pytest.raises(pytest.skip.Exception, match="Uninitialized __global__ memory read of size 16 bytes"):
+        sanitizer.assert_clean_under_sanitizer("initcheck", "ops.my_linear", uses_cublas=True)
+    # The control passes: the op is judged, and its reports fail it.
+    sanitizer.tool_sees_cublas_writes.cache_clear()
+    control = clean
+    with pytest.raises(AssertionError, match="initcheck reported 1 problem"):
+        sanitizer.assert_clean_under_sanitizer("initcheck", "ops.my_linear", uses_cublas=True)
+    # Other tools, and ops without cuBLAS, never run the control.
+    runs.clear()
+    op_run = clean
+    sanitizer.assert_clean_under_sanitizer("memcheck", "ops.my_linear", uses_cublas=True)
+    sanitizer.assert_clean_under_sanitizer("initcheck", "ops.my_op")
+    assert runs == ["ops.my_linear", "ops.my_op"]
+    sanitizer.tool_sees_cublas_writes.cache_clear()

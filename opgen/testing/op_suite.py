@@ -72,6 +72,8 @@ class OpSuite:
     shapes: ClassVar[Sequence[tuple[int, ...]]] = ((1,), (3, 33), (2, 5, 70))
     # Just past 2**31 elements, so any 32-bit index in a kernel wraps.
     large_shape: ClassVar[tuple[int, ...]] = (2**31 + 4099,)
+    # Whether the op's CUDA path runs cuBLAS (a sanitizer tool then must first pass torch's own GEMMs).
+    uses_cublas: ClassVar[bool] = False
 
     def arguments(self, shape: tuple[int, ...], dtype: torch.dtype, device: str) -> dict[str, Any]:
         """Keyword arguments of one valid call whose tensors are built from ``shape``."""
@@ -155,12 +157,21 @@ class OpSuite:
         }
         self.check_against_reference(strided, torch.float32, device)
 
+    def module_call(self, arguments: Mapping[str, Any]) -> tuple[torch.nn.Module, dict[str, Any]]:
+        """A module that computes ``self.op(**arguments)``, and the keyword arguments to call it with.
+
+        By default the module holds the non-tensor arguments and takes the tensors; an op whose
+        module holds tensors too (a linear layer's weight) says how to build it.
+        """
+        scalars = {a.name: arguments[a.name] for a in self.spec.scalars}
+        tensors = {a.name: arguments[a.name] for a in self.spec.tensors}
+        return self.module(**scalars), tensors
+
     @on_devices
     def test_module_matches_function(self, device: str) -> None:
         arguments = self.arguments(self.shapes[-1], torch.float32, device)
-        scalars = {a.name: arguments[a.name] for a in self.spec.scalars}
-        tensors = {a.name: arguments[a.name] for a in self.spec.tensors}
-        for got, want in zip(as_tuple(self.module(**scalars)(**tensors)), as_tuple(self.op(**arguments)), strict=True):
+        module, call = self.module_call(arguments)
+        for got, want in zip(as_tuple(module(**call)), as_tuple(self.op(**arguments)), strict=True):
             assert torch.equal(got, want)
 
     @on_devices
@@ -177,13 +188,12 @@ class OpSuite:
     @on_devices
     def test_torch_compile_fullgraph(self, device: str) -> None:
         arguments = self.arguments(self.shapes[-1], torch.float32, device)
-        scalars = {a.name: arguments[a.name] for a in self.spec.scalars}
-        tensors = {a.name: arguments[a.name] for a in self.spec.tensors}
+        module, call = self.module_call(arguments)
         # On the CPU through aot_eager: the same trace through the Meta kernels and autograd, without
         # inductor's C++ code generation (seconds a graph on the CPU, and the op is an extern call in it).
         backend = "inductor" if torch.device(device).type == "cuda" else "aot_eager"
-        compiled = torch.compile(self.module(**scalars), fullgraph=True, backend=backend)
-        self.assert_outputs_match(compiled(**tensors), self.reference(**to_float64(arguments)), torch.float32, device)
+        compiled = torch.compile(module, fullgraph=True, backend=backend)
+        self.assert_outputs_match(compiled(**call), self.reference(**to_float64(arguments)), torch.float32, device)
 
     # -- streams, graphs, sanitizer, large and multi-GPU inputs -----------------------------------------
     @on_cuda
@@ -220,7 +230,7 @@ class OpSuite:
     @pytest.mark.sanitize
     @pytest.mark.parametrize("tool", SANITIZER_TOOLS)
     def test_clean_under_compute_sanitizer(self, device: str, tool: str) -> None:
-        assert_clean_under_sanitizer(tool, type(self).__module__)
+        assert_clean_under_sanitizer(tool, type(self).__module__, uses_cublas=self.uses_cublas)
 
     @on_cuda
     def test_more_than_2_31_elements(self, device: str) -> None:

@@ -1,0 +1,107 @@
+"""linear_gelu and `opgen new --kind linear --activation`, for real: render, build once, pass the
+generated tests, and fail them once a kernel is edited but not the reference; and the refusals."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+LINEAR_OPS = {
+    "linear_gelu": [],
+    "lin_relu": ["--kind", "linear", "--activation", "relu"],
+}
+
+
+def opgen(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "opgen", *args], cwd=cwd, capture_output=True, text=True)
+
+
+@pytest.fixture(scope="module")
+def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Both ops in one workspace. linear_gelu builds as `opgen build` decides (its cuBLASLt host
+    code compiles and links where a CUDA toolkit is found, as in CI); lin_relu for the CPU only."""
+    root = tmp_path_factory.mktemp("linear")
+    for name, options in LINEAR_OPS.items():
+        result = opgen("new", name, *options, cwd=root)
+        assert result.returncode == 0, result.stderr
+    for build in (opgen("build", "linear_gelu", cwd=root), opgen("build", "--cpu-only", "lin_relu", cwd=root)):
+        assert build.returncode == 0, build.stdout + build.stderr
+    return root
+
+
+@pytest.mark.slow
+def test_linear_ops_pass_their_generated_tests_as_generated(project: Path) -> None:
+    result = opgen("test", *LINEAR_OPS, cwd=project)
+    assert result.returncode == 0, result.stdout[-6000:] + result.stderr[-2000:]
+    summary = result.stdout.strip().splitlines()[-1]
+    assert " passed" in summary and "failed" not in summary, summary
+
+
+@pytest.mark.slow
+def test_module_is_an_nn_linear_drop_in(project: Path) -> None:
+    check = (
+        "import torch, torch.nn.functional as F, generated_ops as g\n"
+        "from generated_ops.linear_gelu import LinearGelu\n"
+        "plain = torch.nn.Sequential(torch.nn.Linear(16, 24), torch.nn.GELU(approximate='tanh'))\n"
+        "fused = LinearGelu(16, 24)\n"
+        "fused.load_state_dict(plain[0].state_dict())\n"
+        "x = torch.randn(2, 3, 16)\n"
+        "torch.testing.assert_close(fused(x), plain(x))\n"
+        "assert isinstance(fused, torch.nn.Linear) and 'approximate' in repr(fused)\n"
+        "y = g.lin_relu(x, plain[0].weight, plain[0].bias)\n"
+        "torch.testing.assert_close(y, F.relu(plain[0](x)))\n"
+    )
+    result = subprocess.run([sys.executable, "-c", check], cwd=project, capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr[-3000:]
+
+
+# Deliberately broken stand-ins: a kernel edited, its reference not. The generated tests must fail.
+BROKEN = {
+    # the forward computes exact GELU where the op's `approximate` asks for the tanh form
+    "linear_gelu": (
+        "linear_gelu_cpu.cpp",
+        "opgen::linear::forward_aten(activation, x, weight, bias, out2, pre2);",
+        "opgen::linear::forward_aten(opgen::linear::Activation::kGelu, x, weight, bias, out2, pre2);",
+    ),
+    # the backward forgets ReLU's derivative
+    "lin_relu": (
+        "lin_relu_cpu.cpp",
+        "opgen::linear::activation_backward(activation, grad2, pre2, out.view({rows, features}));",
+        "grad2.contiguous();",
+    ),
+}
+
+
+@pytest.mark.slow
+def test_broken_stand_ins_fail_their_generated_tests(project: Path) -> None:
+    for name, (source, correct, wrong) in BROKEN.items():
+        path = project / "generated_ops" / name / "csrc" / source
+        text = path.read_text()
+        assert text.count(correct) == 1, f"{name}: the line to break moved: {correct}"
+        path.write_text(text.replace(correct, wrong))
+    build = opgen("build", "--cpu-only", *BROKEN, cwd=project)
+    assert build.returncode == 0, build.stdout + build.stderr
+    for name in BROKEN:
+        # -k: the CPU checks that see these two mistakes, not the whole file again.
+        result = opgen("test", name, "-k", "cpu and (matches_reference or gradcheck)", cwd=project)
+        assert result.returncode == 1, f"{name}: a broken kernel passed its tests\n{result.stdout[-3000:]}"
+        assert " failed" in result.stdout.strip().splitlines()[-1]
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        (["--kind", "linear", "--activation", "x*y"], "a formula of one input"),
+        (["--kind", "linear", "--activation", "x**"], "invalid formula"),
+        (["--kind", "rowwise", "--activation", "relu"], "make a linear op, not rowwise"),
+        (["--kind", "linear", "--formula", "x*2"], "--kind linear takes no --formula"),
+    ],
+)
+def test_bad_linear_options_are_refused_and_write_nothing(tmp_path: Path, options: list[str], message: str) -> None:
+    result = opgen("new", "lin_bad", *options, cwd=tmp_path)
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert message in result.stderr, result.stderr
+    assert not (tmp_path / "generated_ops" / "lin_bad").exists()
