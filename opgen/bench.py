@@ -242,16 +242,21 @@ def run_benchmark(
     backward: Callable[..., Any] | None = None,
     reference_backward: Callable[..., Any] | None = None,
     backward_workloads: Sequence[Workload] = (),
+    backward_direction: str = "backward",
     dtype: torch.dtype,
     device: str,
     include_compile: bool = True,
     repetitions: int = 50,
 ) -> list[Measurement]:
-    """Time every contender on every workload; fills in GB/s, % of copy and speed-ups."""
+    """Time every contender on every workload; fills in GB/s, % of copy and speed-ups.
+
+    ``backward_direction`` names the second pass in the report ("forward+backward" where the
+    timed call runs both, as a training step does).
+    """
     results: list[Measurement] = []
     directions = [("forward", workloads, forward, reference)]
     if backward is not None and reference_backward is not None:
-        directions.append(("backward", backward_workloads, backward, reference_backward))
+        directions.append((backward_direction, backward_workloads, backward, reference_backward))
     for direction, direction_workloads, candidate, eager in directions:
         for workload in direction_workloads:
             inputs = workload.make_inputs()
@@ -371,6 +376,8 @@ def bench_main(
     backward: Callable[..., Any] | None = None,
     reference_backward: Callable[..., Any] | None = None,
     inputs: int = 1,
+    make_backward_workloads: Callable[[torch.dtype, str, int, int], Sequence[Workload]] | None = None,
+    backward_direction: str = "backward",
     argv: Sequence[str] | None = None,
 ) -> Report:
     """The command line of a generated benchmark: parse, time, print, save.
@@ -378,7 +385,9 @@ def bench_main(
     ``make_workloads(dtype, device, reads, writes)`` gives the workloads of a pass that reads
     ``reads`` tensors (its inputs) and writes ``writes``. The op's forward reads its ``inputs``
     tensors and writes one; its backward reads the incoming gradient and the inputs and writes
-    one gradient per input.
+    one gradient per input. ``make_backward_workloads``, where given, makes the backward's
+    workloads instead (an op whose timed backward call is a whole training step, with inputs and
+    bytes of its own), and ``backward_direction`` names that pass in the report.
     """
     import argparse
 
@@ -410,7 +419,8 @@ def bench_main(
             reference=reference,
             backward=backward,
             reference_backward=reference_backward,
-            backward_workloads=make_workloads(dtype, options.device, inputs + 1, inputs),
+            backward_workloads=(make_backward_workloads or make_workloads)(dtype, options.device, inputs + 1, inputs),
+            backward_direction=backward_direction,
             dtype=dtype,
             device=options.device,
             include_compile=not options.no_compile,

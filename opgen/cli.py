@@ -180,6 +180,21 @@ def new(
     no_grad: Annotated[
         bool, typer.Option("--no-grad", help="With --signature: render the op without a backward.")
     ] = False,
+    recipe: Annotated[
+        str | None,
+        typer.Option(
+            help="Render this known recipe under the op's name, so a workspace holds several forms of it: "
+            "`opgen new add_rmsnorm --recipe rmsnorm --residual`.",
+            show_default=False,
+        ),
+    ] = None,
+    residual: Annotated[
+        bool,
+        typer.Option(
+            "--residual",
+            help="layernorm and rmsnorm: the pre-norm block's fused add, (x, residual, weight...) -> (y, x + residual).",
+        ),
+    ] = False,
 ) -> None:
     """Render everything one op needs: CUDA and CPU kernels, binding, Python module, tests, benchmark."""
     located = Workspace.locate(workspace)
@@ -193,6 +208,8 @@ def new(
         signature=signature,
         integer_outputs=int_output or (),
         gradients=not no_grad,
+        recipe=recipe,
+        residual=residual,
     )
     out.print(f"[green]created[/] {folder}")
     missing = missing_shared_headers(folder, located)

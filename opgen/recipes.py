@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Literal
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
 
-from opgen.errors import KindMismatch
+from opgen.errors import KindMismatch, UnknownRecipe
 from opgen.spec import Layout, Saves
 
 Kind = Literal["elementwise", "rowwise"]  # the skeletons `--kind` picks
@@ -31,6 +32,9 @@ class Recipe:
     layout: Layout
     skeleton: bool = False
     saves: Saves = "inputs"  # what the backward op reads (elementwise, rowwise and softmax layouts)
+    # The interface of the `--residual` form (x + residual normalized and returned), where it has one.
+    residual_signature: str | None = None
+    extra: Mapping[str, Any] = field(default_factory=dict)  # recorded in the spec (OpSpec.extra)
 
 
 KNOWN_RECIPES: dict[str, Recipe] = {
@@ -56,6 +60,27 @@ KNOWN_RECIPES: dict[str, Recipe] = {
         "bitonic_sort(x, dim=-1, descending=False), as torch.sort (stable), by a bitonic network",
         signature="(Tensor x, int dim=-1, bool descending=False) -> (Tensor values, Tensor indices)",
         layout="signature",
+    ),
+    "layernorm": Recipe(
+        "layernorm",
+        "rowwise",
+        "layernorm(x, weight=None, bias=None, eps=1e-5), as F.layer_norm over the last dim",
+        signature="(Tensor x, Tensor? weight=None, Tensor? bias=None, float eps=1e-05) -> Tensor",
+        layout="norm",
+        residual_signature=(
+            "(Tensor x, Tensor residual, Tensor? weight=None, Tensor? bias=None, float eps=1e-05) "
+            "-> (Tensor output, Tensor residual_out)"
+        ),
+        extra={"centered": True},
+    ),
+    "rmsnorm": Recipe(
+        "rmsnorm",
+        "rowwise",
+        "rmsnorm(x, weight=None, eps=None), as F.rms_norm over the last dim",
+        signature="(Tensor x, Tensor? weight=None, float? eps=None) -> Tensor",
+        layout="norm",
+        residual_signature="(Tensor x, Tensor residual, Tensor? weight=None, float? eps=None) -> (Tensor output, Tensor residual_out)",
+        extra={"centered": False},
     ),
 }
 
@@ -86,6 +111,14 @@ def recipe_for(op_name: str, kind: Kind | None = None) -> Recipe:
             raise KindMismatch(name=op_name, kind=kind, recipe_kind=known.kind)
         return known
     return SKELETONS[kind or DEFAULT_KIND]
+
+
+def known_recipe(name: str) -> Recipe:
+    """The recipe `--recipe NAME` asks for: a known recipe, rendered under another op name."""
+    known = KNOWN_RECIPES.get(name)
+    if known is None:
+        raise UnknownRecipe(name=name, known=KNOWN_RECIPES)
+    return known
 
 
 def recipe_named(name: str) -> Recipe:

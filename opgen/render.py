@@ -11,6 +11,7 @@ so updates need no git checkout of opgen and no state outside the workspace.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import os
 import re
@@ -26,6 +27,8 @@ from opgen import __version__
 from opgen.errors import (
     InvalidFormula,
     InvalidSignature,
+    KindMismatch,
+    NoResidualForm,
     OpExists,
     OpgenError,
     RenderError,
@@ -33,7 +36,7 @@ from opgen.errors import (
     WorkspaceError,
 )
 from opgen.names import validate_op_name
-from opgen.recipes import FORMULA, SIGNATURE, Kind, Recipe, recipe_for
+from opgen.recipes import FORMULA, KNOWN_RECIPES, SIGNATURE, Kind, Recipe, known_recipe, recipe_for
 from opgen.spec import OpSpec, parse_signature
 from opgen.workspace import Workspace
 
@@ -199,12 +202,14 @@ def _formula_answers(formula: str, params: Sequence[str], kind: Kind | None) -> 
     return formula_answers(parse_formula(formula, [parse_param(text) for text in params]))
 
 
-def recipe_spec(name: str, recipe: Recipe, answers: Mapping[str, Any]) -> OpSpec:
+def recipe_spec(name: str, recipe: Recipe, answers: Mapping[str, Any], *, residual: bool = False) -> OpSpec:
     """The spec of op ``name`` rendered by ``recipe`` (not from --signature).
 
-    Its recipe's interface, or for a formula op the formula's tensors and params (from ``answers``).
+    Its recipe's interface (its `--residual` form's with ``residual``), or for a formula op the
+    formula's tensors and params (from ``answers``).
     """
-    signature = recipe.signature
+    signature = recipe.residual_signature if residual else recipe.signature
+    extra = {**recipe.extra, "residual": residual} if recipe.residual_signature else {}
     if recipe.name == FORMULA.name:
         inputs = answers["formula_inputs"]
         # A formula of one tensor takes it as x, whatever the formula calls it.
@@ -212,9 +217,10 @@ def recipe_spec(name: str, recipe: Recipe, answers: Mapping[str, Any]) -> OpSpec
         params = [f"float {p['name']}={float(p['default'])!r}" for p in answers.get("formula_params", [])]
         signature = f"({', '.join(tensors + params)}) -> Tensor"
     assert signature is not None, f"recipe {recipe.name} has no signature of its own"
-    return parse_signature(
+    spec = parse_signature(
         name, signature, recipe=recipe.name, summary=recipe.summary, layout=recipe.layout, saves=recipe.saves
     )
+    return dataclasses.replace(spec, extra=extra) if extra else spec
 
 
 def _signature_answers(
@@ -252,6 +258,8 @@ def new_op(
     signature: str | None = None,
     integer_outputs: Sequence[str] = (),
     gradients: bool = True,
+    recipe: str | None = None,
+    residual: bool = False,
 ) -> Path:
     """Render op ``name`` into the workspace (creating the workspace if needed); return its folder.
 
@@ -259,11 +267,30 @@ def new_op(
     elementwise op, with its gradient derived (opgen.formula); with ``signature`` (a PyTorch
     schema's arguments and outputs) an op of that interface, with placeholder kernels
     (opgen.spec; ``integer_outputs`` are int64, ``gradients=False`` renders no backward). Either is
-    checked before anything is written.
+    checked before anything is written. ``recipe`` renders a known recipe under the name ``name``
+    (`opgen new add_rmsnorm --recipe rmsnorm`); ``residual`` its residual form (x + residual,
+    normalized and returned), where it has one.
     """
     validate_op_name(name)
     data: dict[str, Any] = {"scope": "op", "op_name": name}
-    if signature is not None or integer_outputs or not gradients:
+    if recipe is not None or residual:
+        chosen = known_recipe(recipe) if recipe is not None else recipe_for(name, kind)
+        if kind is not None and kind != chosen.kind:
+            raise KindMismatch(name=name, kind=kind, recipe_kind=chosen.kind)
+        if signature is not None or formula is not None or params or integer_outputs or not gradients:
+            raise InvalidSignature(
+                signature=signature or "",
+                reason="--recipe and --residual render a known recipe, which takes no --signature, --formula, --param, "
+                "--int-output or --no-grad",
+                hint="drop one of them",
+            )
+        if residual and chosen.residual_signature is None:
+            raise NoResidualForm(
+                recipe=chosen.name, with_residual=[r.name for r in KNOWN_RECIPES.values() if r.residual_signature]
+            )
+        data["recipe"] = chosen.name
+        data["spec"] = recipe_spec(name, chosen, data, residual=residual).to_answers()
+    elif signature is not None or integer_outputs or not gradients:
         data |= _signature_answers(name, signature, kind, formula, integer_outputs, gradients)
     elif formula is not None:
         data |= {"recipe": FORMULA.name, **_formula_answers(formula, params, kind)}
