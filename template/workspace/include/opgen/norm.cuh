@@ -89,18 +89,30 @@ struct AddGradSums {
   }
 };
 
+// a * b rounded once, never fused into a following add: the backward takes g = dy * weight in
+// its row sum and again in each dx = rstd * (g - mean(g) - ...), and a row of one value must
+// get g - mean(g) = 0 exactly (a fused multiply-add there left rstd times the product's rounding,
+// 5e-6 in float32 at eps 1e-5).
+__device__ __forceinline__ float product(float a, float b) {
+  return __fmul_rn(a, b);
+}
+
+__device__ __forceinline__ double product(double a, double b) {
+  return __dmul_rn(a, b);
+}
+
 // What the kernels read and write. T is the tensors' dtype, M its math type (float for half and
-// bfloat16, double for double): weight and bias come as M (the host converts a half or bfloat16
-// parameter once, a few KB), statistics are M a row.
-template <typename T>
+// bfloat16, double for double), W the parameters' (T, or M where a half-precision x comes with
+// float32 parameters: the host converts the other one, a few KB); statistics are M a row.
+template <typename T, typename W>
 struct ForwardArgs {
   using M = at::opmath_type<T>;
   T* y;
   T* sum;               // x + residual, when the op adds one
   const T* x;
   const T* residual;    // or null
-  const M* weight;      // or null: 1
-  const M* bias;        // or null: 0
+  const W* weight;      // or null: 1
+  const W* bias;        // or null: 0
   M* mean;              // a row; null for RMSNorm
   M* rstd;              // a row
   int64_t rows;
@@ -108,14 +120,14 @@ struct ForwardArgs {
   M eps;
 };
 
-template <typename T>
+template <typename T, typename W>
 struct BackwardArgs {
   using M = at::opmath_type<T>;
   T* dx;
   const T* dy;
   const T* x;           // the normalized input: x, or the sum x + residual
   const T* dsum;        // the gradient of the sum output, or null
-  const M* weight;      // or null
+  const W* weight;      // or null
   const M* mean;        // null for RMSNorm
   const M* rstd;
   M* partial_dweight;   // [partials][cols], or null when there is no weight
@@ -148,19 +160,21 @@ __device__ __forceinline__ void load_values(M (&v)[kPack], const T* ptr) {
 }
 
 // Parameter values of a pack's columns (M), or `fallback` where there is no parameter.
-template <int kPack, typename M>
-__device__ __forceinline__ void load_parameter(M (&v)[kPack], const M* param, int64_t col,
+template <int kPack, typename M, typename W>
+__device__ __forceinline__ void load_parameter(M (&v)[kPack], const W* param, int64_t col,
                                                M fallback) {
   if (param == nullptr) {
 #pragma unroll
     for (int j = 0; j < kPack; ++j) v[j] = fallback;
   } else {
-    load_values<M, kPack>(v, param + col);
+    load_values<W, kPack>(v, param + col);
   }
 }
 
 // Reduces `value` over a row's threads (and, with clusters, over its blocks); every thread of
-// the row gets the same bits.
+// the row gets the same bits. With clusters the caller must wait_for_cluster_readers() before
+// the next row's reduction (row_engine::cluster_allreduce): after its stores, which overlap the
+// wait.
 template <int kThreadsPerRow, typename State, typename Combine>
 __device__ __forceinline__ State row_allreduce(State value, Combine combine, State* scratch,
                                                State* published, int cluster_blocks) {
@@ -168,16 +182,15 @@ __device__ __forceinline__ State row_allreduce(State value, Combine combine, Sta
   if (cluster_blocks > 1) {
     value = row_engine::cluster_allreduce<Reduction<State, Combine>>(value, published,
                                                                     cluster_blocks);
-    row_engine::wait_for_cluster_readers();
   }
   return value;
 }
 
-template <typename T, bool kCentered, bool kResidual, int kPack, int kColsPerThread,
+template <typename T, typename W, bool kCentered, bool kResidual, int kPack, int kColsPerThread,
           int kThreadsPerRow>
 __global__ void __launch_bounds__(block_threads_for<kThreadsPerRow>(),
                                   row_engine::kMinBlocksPerSm<T>)
-    forward_rows_kernel(ForwardArgs<T> a, int64_t slice_cols, int cluster_blocks) {
+    forward_rows_kernel(ForwardArgs<T, W> a, int64_t slice_cols, int cluster_blocks) {
   using M = at::opmath_type<T>;
   constexpr int kBlockThreads = block_threads_for<kThreadsPerRow>();
   constexpr int kRowsPerBlock = kBlockThreads / kThreadsPerRow;
@@ -281,17 +294,18 @@ __global__ void __launch_bounds__(block_threads_for<kThreadsPerRow>(),
         a.rstd[row] = rstd;
       }
     }
+    if (cluster_blocks > 1) row_engine::wait_for_cluster_readers();
   }
 }
 
 // Backward of a row held in registers: dx = rstd * (g - mean(g) - xhat * mean(g * xhat)) with
 // g = dy * weight (RMSNorm: no mean(g) term), plus the sum output's gradient; each thread adds
 // dy * xhat and dy of its columns over its rows, and the block writes them as its partial row.
-template <typename T, bool kCentered, bool kResidual, int kPack, int kColsPerThread,
+template <typename T, typename W, bool kCentered, bool kResidual, int kPack, int kColsPerThread,
           int kThreadsPerRow>
 __global__ void __launch_bounds__(block_threads_for<kThreadsPerRow>(),
                                   row_engine::kMinBlocksPerSm<T>)
-    backward_rows_kernel(BackwardArgs<T> a, int64_t slice_cols, int cluster_blocks) {
+    backward_rows_kernel(BackwardArgs<T, W> a, int64_t slice_cols, int cluster_blocks) {
   using M = at::opmath_type<T>;
   constexpr int kBlockThreads = block_threads_for<kThreadsPerRow>();
   constexpr int kRowsPerBlock = kBlockThreads / kThreadsPerRow;
@@ -331,7 +345,7 @@ __global__ void __launch_bounds__(block_threads_for<kThreadsPerRow>(),
 #pragma unroll
         for (int j = 0; j < kPack; ++j) {
           xhat[p][j] = (xhat[p][j] - mean) * rstd;
-          const M g = dy[p][j] * w[j];
+          const M g = product(dy[p][j], w[j]);
           sums.g += g;
           sums.g_xhat += g * xhat[p][j];
         }
@@ -362,7 +376,7 @@ __global__ void __launch_bounds__(block_threads_for<kThreadsPerRow>(),
           Pack<T, kPack> out;
 #pragma unroll
           for (int j = 0; j < kPack; ++j) {
-            M dx = rstd * (dy[p][j] * w[j] - mean_g - xhat[p][j] * mean_g_xhat);
+            M dx = rstd * (product(dy[p][j], w[j]) - mean_g - xhat[p][j] * mean_g_xhat);
             if constexpr (kResidual) dx += extra[j];
             out.elem[j] = static_cast<T>(dx);
             dweight[p][j] += dy[p][j] * xhat[p][j];
@@ -372,6 +386,7 @@ __global__ void __launch_bounds__(block_threads_for<kThreadsPerRow>(),
         }
       }
     }
+    if (cluster_blocks > 1) row_engine::wait_for_cluster_readers();
   }
   // The block's partial row: its rows' sums, added in a fixed order.
   const bool want_weight = a.partial_dweight != nullptr;
@@ -404,7 +419,7 @@ __global__ void __launch_bounds__(block_threads_for<kThreadsPerRow>(),
           staged[row_in_block][col + j] = pass == 0 ? dweight[p][j] : dbias[p][j];
       }
       __syncthreads();
-      for (int col = threadIdx.x; col < min<int64_t>(kCapacity, a.cols); col += kBlockThreads) {
+      for (int col = threadIdx.x; col < kCapacity && col < a.cols; col += kBlockThreads) {
         M total = 0;
 #pragma unroll
         for (int g = 0; g < kRowsPerBlock; ++g) total += staged[g][col];
@@ -419,9 +434,9 @@ __global__ void __launch_bounds__(block_threads_for<kThreadsPerRow>(),
 
 constexpr int kLongRowThreads = 512;
 
-template <typename T, bool kCentered, bool kResidual>
+template <typename T, typename W, bool kCentered, bool kResidual>
 __global__ void __launch_bounds__(kLongRowThreads, row_engine::kMinBlocksPerSm<T>)
-    forward_long_kernel(ForwardArgs<T> a) {
+    forward_long_kernel(ForwardArgs<T, W> a) {
   using M = at::opmath_type<T>;
   using State = std::conditional_t<kCentered, Moments<M>, M>;
   using Combine = std::conditional_t<kCentered, MergeMoments, SumOp>;
@@ -455,8 +470,8 @@ __global__ void __launch_bounds__(kLongRowThreads, row_engine::kMinBlocksPerSm<T
     const M rstd = M(1) / sqrt(variance + a.eps);
     for (int64_t c = threadIdx.x; c < a.cols; c += kLongRowThreads) {
       const M value = value_at(offset + c);
-      const M w = a.weight ? a.weight[c] : M(1);
-      const M b = a.bias ? a.bias[c] : M(0);
+      const M w = a.weight ? static_cast<M>(a.weight[c]) : M(1);
+      const M b = a.bias ? static_cast<M>(a.bias[c]) : M(0);
       a.y[offset + c] = static_cast<T>((value - mean) * rstd * w + b);
       if constexpr (kResidual) a.sum[offset + c] = static_cast<T>(value);
     }
@@ -469,9 +484,9 @@ __global__ void __launch_bounds__(kLongRowThreads, row_engine::kMinBlocksPerSm<T
 
 // The partial rows start at zero (the host clears them) and each block adds its rows into its
 // own: no other block touches it, so no atomics.
-template <typename T, bool kCentered, bool kResidual>
+template <typename T, typename W, bool kCentered, bool kResidual>
 __global__ void __launch_bounds__(kLongRowThreads, row_engine::kMinBlocksPerSm<T>)
-    backward_long_kernel(BackwardArgs<T> a) {
+    backward_long_kernel(BackwardArgs<T, W> a) {
   using M = at::opmath_type<T>;
   __shared__ GradSums<M> scratch[kLongRowThreads / kWarpSize];
   const M inv_cols = M(1) / M(a.cols);
@@ -482,7 +497,7 @@ __global__ void __launch_bounds__(kLongRowThreads, row_engine::kMinBlocksPerSm<T
     GradSums<M> sums{M(0), M(0)};
     for (int64_t c = threadIdx.x; c < a.cols; c += kLongRowThreads) {
       const M xhat = (static_cast<M>(a.x[offset + c]) - mean) * rstd;
-      const M g = static_cast<M>(a.dy[offset + c]) * (a.weight ? a.weight[c] : M(1));
+      const M g = product(static_cast<M>(a.dy[offset + c]), a.weight ? static_cast<M>(a.weight[c]) : M(1));
       sums.g += g;
       sums.g_xhat += g * xhat;
     }
@@ -492,7 +507,7 @@ __global__ void __launch_bounds__(kLongRowThreads, row_engine::kMinBlocksPerSm<T
     for (int64_t c = threadIdx.x; c < a.cols; c += kLongRowThreads) {
       const M xhat = (static_cast<M>(a.x[offset + c]) - mean) * rstd;
       const M dy = static_cast<M>(a.dy[offset + c]);
-      M dx = rstd * (dy * (a.weight ? a.weight[c] : M(1)) - mean_g - xhat * mean_g_xhat);
+      M dx = rstd * (product(dy, a.weight ? static_cast<M>(a.weight[c]) : M(1)) - mean_g - xhat * mean_g_xhat);
       if constexpr (kResidual) {
         if (a.dsum != nullptr) dx += static_cast<M>(a.dsum[offset + c]);
       }
@@ -622,12 +637,12 @@ void with_register_shape(int64_t cols, F&& f) {
 }
 
 // y = norm(x) * weight + bias for every row, and the rows' statistics; see ForwardArgs.
-template <typename T, bool kCentered, bool kResidual, int kPack>
-void launch_forward_with(const ForwardArgs<T>& a, cudaStream_t stream) {
+template <typename T, typename W, bool kCentered, bool kResidual, int kPack>
+void launch_forward_with(const ForwardArgs<T, W>& a, cudaStream_t stream) {
   if (a.cols <= kRegisterCols<T, false>) {
     with_register_shape<T, false, kPack>(a.cols, [&](auto cols_per_thread, auto threads_per_row) {
       constexpr int kThreadsPerRow = decltype(threads_per_row)::value;
-      constexpr auto kernel = forward_rows_kernel<T, kCentered, kResidual, kPack,
+      constexpr auto kernel = forward_rows_kernel<T, W, kCentered, kResidual, kPack,
                                                   decltype(cols_per_thread)::value, kThreadsPerRow>;
       constexpr int kBlockThreads = block_threads_for<kThreadsPerRow>();
       // A block for every few rows, as the row engine's register rows (a new block's loads
@@ -642,7 +657,7 @@ void launch_forward_with(const ForwardArgs<T>& a, cudaStream_t stream) {
     // Up to 16 blocks' registers in a cluster on sm_90: the row is read from DRAM once.
     constexpr int kColsPerThread = kColsPerThreadMax<false>;
     constexpr auto kernel =
-        forward_rows_kernel<T, kCentered, kResidual, kPack, kColsPerThread, kMaxRowThreads>;
+        forward_rows_kernel<T, W, kCentered, kResidual, kPack, kColsPerThread, kMaxRowThreads>;
     const int cluster = cluster_for<kernel>(a.cols, kRegisterCols<T, false>, kMaxRowThreads);
     if (cluster > 0) {
       const int64_t slice_cols = ceil_div(ceil_div(a.cols, cluster), kPack) * kPack;
@@ -652,7 +667,7 @@ void launch_forward_with(const ForwardArgs<T>& a, cudaStream_t stream) {
     }
   }
   // Longer still: a block per row reads it twice, the second time from L2 where it still is.
-  constexpr auto kernel = forward_long_kernel<T, kCentered, kResidual>;
+  constexpr auto kernel = forward_long_kernel<T, W, kCentered, kResidual>;
   const int64_t blocks = row_engine::resident_blocks<kernel>(kLongRowThreads, a.rows);
   kernel<<<static_cast<unsigned>(blocks), kLongRowThreads, 0, stream>>>(a);
   OPGEN_CHECK_LAUNCH();
@@ -661,29 +676,30 @@ void launch_forward_with(const ForwardArgs<T>& a, cudaStream_t stream) {
 template <typename T>
 constexpr int kPackOf = std::is_same_v<T, double> ? 1 : pack_size<T>();
 
-template <typename T>
-bool packs_fit(const T* const* tensors, int count, const at::opmath_type<T>* const* params,
-               int params_count, int64_t cols) {
+template <typename T, typename W>
+bool packs_fit(const T* const* tensors, int count, const W* const* params, int params_count,
+               int64_t cols) {
   constexpr int kPack = kPackOf<T>;
   if (kPack == 1 || cols % kPack != 0) return false;
   for (int i = 0; i < count; ++i)
     if (tensors[i] != nullptr && !is_aligned(tensors[i], kVectorBytes)) return false;
   for (int i = 0; i < params_count; ++i)
-    if (params[i] != nullptr && !is_aligned(params[i], sizeof(at::opmath_type<T>) * kPack)) return false;
+    if (params[i] != nullptr && !is_aligned(params[i], sizeof(W) * kPack)) return false;
   return true;
 }
 
-template <typename T, bool kCentered, bool kResidual>
-void launch_forward(const ForwardArgs<T>& a, cudaStream_t stream) {
+// W, the parameters' type: T, or M where a parameter comes in float32 beside half-precision x.
+template <typename T, typename W, bool kCentered, bool kResidual>
+void launch_forward(const ForwardArgs<T, W>& a, cudaStream_t stream) {
   if (a.rows == 0 || a.cols == 0) return;
   constexpr int kPack = kPackOf<T>;
   const T* tensors[] = {a.y, a.sum, a.x, a.residual};
-  const at::opmath_type<T>* params[] = {a.weight, a.bias};
+  const W* params[] = {a.weight, a.bias};
   if constexpr (kPack > 1) {
-    if (packs_fit<T>(tensors, 4, params, 2, a.cols))
-      return launch_forward_with<T, kCentered, kResidual, kPack>(a, stream);
+    if (packs_fit<T, W>(tensors, 4, params, 2, a.cols))
+      return launch_forward_with<T, W, kCentered, kResidual, kPack>(a, stream);
   }
-  launch_forward_with<T, kCentered, kResidual, 1>(a, stream);
+  launch_forward_with<T, W, kCentered, kResidual, 1>(a, stream);
 }
 
 // Where the backward's per-column sums go: `partials` rows of `cols` values (M) for the weight
@@ -694,14 +710,14 @@ struct Partials {
   M* dbias;
 };
 
-template <typename T, bool kCentered, bool kResidual, int kPack, typename MakePartials>
-int64_t launch_backward_with(BackwardArgs<T> a, cudaStream_t stream, MakePartials make_partials) {
+template <typename T, typename W, bool kCentered, bool kResidual, int kPack, typename MakePartials>
+int64_t launch_backward_with(BackwardArgs<T, W> a, cudaStream_t stream, MakePartials make_partials) {
   using M = at::opmath_type<T>;
   if (a.cols <= kRegisterCols<T, true>) {
     int64_t partials = 0;
     with_register_shape<T, true, kPack>(a.cols, [&](auto cols_per_thread, auto threads_per_row) {
       constexpr int kThreadsPerRow = decltype(threads_per_row)::value;
-      constexpr auto kernel = backward_rows_kernel<T, kCentered, kResidual, kPack,
+      constexpr auto kernel = backward_rows_kernel<T, W, kCentered, kResidual, kPack,
                                                    decltype(cols_per_thread)::value, kThreadsPerRow>;
       constexpr int kBlockThreads = block_threads_for<kThreadsPerRow>();
       // As many blocks as the GPU holds at once, each looping over rows: each writes one partial
@@ -718,14 +734,14 @@ int64_t launch_backward_with(BackwardArgs<T> a, cudaStream_t stream, MakePartial
   if constexpr (kPack > 1) {
     constexpr int kColsPerThread = kColsPerThreadMax<true>;
     constexpr auto kernel =
-        backward_rows_kernel<T, kCentered, kResidual, kPack, kColsPerThread, kMaxRowThreads>;
+        backward_rows_kernel<T, W, kCentered, kResidual, kPack, kColsPerThread, kMaxRowThreads>;
     const int cluster = cluster_for<kernel>(a.cols, kRegisterCols<T, true>, kMaxRowThreads);
     if (cluster > 0) {
       const int64_t slice_cols = ceil_div(ceil_div(a.cols, cluster), kPack) * kPack;
       // Clusters the GPU holds at once, each looping over rows.
       const int64_t sms = multiprocessor_count();
       const int64_t partials = std::clamp<int64_t>(
-          sms * row_engine::blocks_per_multiprocessor<kernel>(kMaxRowThreads) / cluster, 1, a.rows);
+          sms * blocks_per_multiprocessor<kernel>(kMaxRowThreads) / cluster, 1, a.rows);
       const Partials<M> made = make_partials(partials, false);
       a.partial_dweight = made.dweight;
       a.partial_dbias = made.dbias;
@@ -733,7 +749,7 @@ int64_t launch_backward_with(BackwardArgs<T> a, cudaStream_t stream, MakePartial
       return partials;
     }
   }
-  constexpr auto kernel = backward_long_kernel<T, kCentered, kResidual>;
+  constexpr auto kernel = backward_long_kernel<T, W, kCentered, kResidual>;
   const int64_t partials = row_engine::resident_blocks<kernel>(kLongRowThreads, a.rows);
   const Partials<M> made = make_partials(partials, true);  // zeroed: the kernel adds into them
   a.partial_dweight = made.dweight;
@@ -745,17 +761,17 @@ int64_t launch_backward_with(BackwardArgs<T> a, cudaStream_t stream, MakePartial
 
 // dx for every row, and the weight and bias gradients' partial rows; returns how many partial
 // rows it wrote (make_partials(count, zeroed) makes them), for sum_partials to add.
-template <typename T, bool kCentered, bool kResidual, typename MakePartials>
-int64_t launch_backward(const BackwardArgs<T>& a, cudaStream_t stream, MakePartials make_partials) {
+template <typename T, typename W, bool kCentered, bool kResidual, typename MakePartials>
+int64_t launch_backward(const BackwardArgs<T, W>& a, cudaStream_t stream, MakePartials make_partials) {
   if (a.rows == 0 || a.cols == 0) return 0;
   constexpr int kPack = kPackOf<T>;
   const T* tensors[] = {a.dx, a.dy, a.x, a.dsum};
-  const at::opmath_type<T>* params[] = {a.weight};
+  const W* params[] = {a.weight};
   if constexpr (kPack > 1) {
-    if (packs_fit<T>(tensors, 4, params, 1, a.cols))
-      return launch_backward_with<T, kCentered, kResidual, kPack>(a, stream, make_partials);
+    if (packs_fit<T, W>(tensors, 4, params, 1, a.cols))
+      return launch_backward_with<T, W, kCentered, kResidual, kPack>(a, stream, make_partials);
   }
-  return launch_backward_with<T, kCentered, kResidual, 1>(a, stream, make_partials);
+  return launch_backward_with<T, W, kCentered, kResidual, 1>(a, stream, make_partials);
 }
 
 }  // namespace norm
