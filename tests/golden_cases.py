@@ -27,6 +27,10 @@ CASES: dict[str, dict[str, Any]] = {
     },
     "route": {"signature": '(Tensor logits, str mode="top") -> (Tensor probs, Tensor expert)', "integer_outputs": ["expert"]},
     "pair_nograd": {"signature": "(Tensor x, Tensor y) -> Tensor", "gradients": False},
+    "layernorm": {},
+    "rmsnorm": {},
+    "add_layernorm": {"recipe": "layernorm", "residual": True},
+    "add_rmsnorm": {"recipe": "rmsnorm", "residual": True},
 }
 
 
