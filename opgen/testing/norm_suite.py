@@ -85,6 +85,16 @@ class NormSuite(GradientSuite, OptionalTensorsSuite, SeveralTensorsSuite):
             call["residual"] = torch.zeros_like(call["x"])
         return call
 
+    def largest_rstd(self, reference_call: Mapping[str, Any]) -> float:
+        """The largest 1 / (a row's RMS or standard deviation): dx's terms scale with it."""
+        x = reference_call["x"].detach()
+        if x.numel() == 0:
+            return 1.0
+        if self.spec.extra.get("centered"):
+            x = x - x.mean(-1, keepdim=True)
+        eps = reference_call.get("eps") or 0.0
+        return max(1.0, float((x.pow(2).mean(-1) + eps).rsqrt().max()))
+
     def check_against_reference(self, arguments: Mapping[str, Any], dtype: torch.dtype, device: str) -> None:
         self.assert_outputs_match(self.op(**arguments), self.reference(**self.reference_arguments(arguments)), dtype, device)
 
@@ -98,7 +108,8 @@ class NormSuite(GradientSuite, OptionalTensorsSuite, SeveralTensorsSuite):
 
         Gradients are sums whose terms cancel (dx's three terms, dweight's rows), so their absolute
         tolerance scales with the largest of them, bounded by the largest expected gradient or the
-        largest product of an output gradient and a weight, rather than with each element.
+        largest product of an output gradient, a weight and a row's rstd, rather than with each
+        element (a float32 row of one value near 0 cancels terms of rstd * dy * weight to eps).
         """
         names = [name for name, value in arguments.items() if isinstance(value, torch.Tensor)]
         inputs = {name: arguments[name].detach().clone().requires_grad_() for name in names}
@@ -120,6 +131,7 @@ class NormSuite(GradientSuite, OptionalTensorsSuite, SeveralTensorsSuite):
         weight = arguments.get("weight")
         largest_weight = float(weight.abs().max()) if weight is not None and weight.numel() else 1.0
         term_scale = max((float(g.abs().max()) for g in grad_outputs if g.numel()), default=1.0) * largest_weight
+        term_scale *= self.largest_rstd(reference_call)
         if self.residual:  # the reference's x stands for the sum: its gradient is x's and residual's
             wanted["residual"] = wanted["x"]
         for name, got in zip(names, grads, strict=True):
