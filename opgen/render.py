@@ -300,9 +300,9 @@ def new_op(
             formula=" ".join(params), reason="--param needs --formula", what="param", hint="add --formula EXPR"
         )
     else:
-        recipe = recipe_for(name, kind)
-        data["recipe"] = recipe.name
-        data["spec"] = recipe_spec(name, recipe, data).to_answers()
+        own = recipe_for(name, kind)
+        data["recipe"] = own.name
+        data["spec"] = recipe_spec(name, own, data).to_answers()
     target = workspace.op_dir(name)
     if target.exists() and not force:
         raise OpExists(name=name, path=str(target))

@@ -6,6 +6,8 @@ every op, row length and dtype in a minute or two. Prints one line per (op, dtyp
 length): GB/s and % of copy of opgen, and of eager.
 
     python3 scripts/norm_quick_bench.py WORKSPACE OP [OP...]
+    python3 scripts/norm_quick_bench.py --report LOG OP OUT_DIR [ENVIRONMENT_JSON]
+        (OP's lines of a saved log as OUT_DIR/OP.json, .md and .png, through opgen.bench)
 """
 
 from __future__ import annotations
@@ -16,10 +18,48 @@ from pathlib import Path
 
 import torch
 
-from opgen.bench import _copy_contender, time_side_by_side
+from opgen.bench import Measurement, Report, _copy_contender, markdown_table, plot, time_side_by_side, write_json
+
+BYTES = {"bfloat16": 2, "float32": 4}
+TENSORS = {  # (forward, forward+backward) tensors of x's size, as the generated bench counts them
+    "layernorm": (2, 5), "rmsnorm": (2, 5), "add_layernorm": (4, 8), "add_rmsnorm": (4, 8),
+}  # fmt: skip
+
+
+def report(log: Path, op: str, out_dir: Path, environment: dict[str, object]) -> None:
+    """OP's lines of a log of this script as opgen.bench's JSON, markdown table and plot."""
+    result = Report(op=op, environment=environment)
+    for line in log.read_text().splitlines():
+        fields = line.replace("|", " ").split()
+        if not fields or fields[0] != op:
+            continue
+        _, dtype, direction, workload = fields[:4]
+        rows, cols = map(int, workload.split("x"))
+        tensors = TENSORS[op][0 if direction == "forward" else 1]
+        bytes_moved = rows * cols * BYTES[dtype] * tensors
+        gbps = {fields[i]: float(fields[i + 1]) for i in range(4, len(fields) - 1) if fields[i] in ("opgen", "eager", "copy")}
+        for name, value in gbps.items():
+            median_ms = bytes_moved / (value * 1e9) * 1e3
+            measurement = Measurement(
+                op=op, direction="forward+backward" if direction == "fwd+bwd" else direction, contender=name,
+                workload=workload, dtype=dtype, device="cuda", numel=rows * cols, bytes_moved=bytes_moved,
+                median_ms=median_ms, gbps=value, percent_of_copy=100 * value / gbps["copy"],
+                speedup_vs_eager=value / gbps["eager"] if "eager" in gbps else None,
+            )  # fmt: skip
+            result.measurements.append(measurement)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    write_json(result, out_dir / f"{op}.json")
+    (out_dir / f"{op}.md").write_text(markdown_table(result))
+    plot(result, out_dir / f"{op}.png")
 
 
 def main() -> None:
+    if sys.argv[1] == "--report":
+        import json
+
+        environment = json.loads(Path(sys.argv[5]).read_text()) if len(sys.argv) > 5 else {}
+        report(Path(sys.argv[2]), sys.argv[3], Path(sys.argv[4]), environment)
+        return
     workspace, ops = Path(sys.argv[1]).resolve(), sys.argv[2:]
     sys.path.insert(0, str(workspace.parent))
     package = workspace.name

@@ -115,7 +115,7 @@ class NormSuite(GradientSuite, OptionalTensorsSuite, SeveralTensorsSuite):
         inputs = {name: arguments[name].detach().clone().requires_grad_() for name in names}
         call = dict(arguments) | inputs
         outputs = as_tuple(self.op(**call))
-        grad_outputs = [random_tensor(out.shape, out.dtype, out.device, scale=1.0) for out in outputs]
+        grad_outputs = [random_tensor(out.shape, out.dtype, str(out.device), scale=1.0) for out in outputs]
         poison_allocator(str(outputs[0].device), 64 * outputs[0].numel())
         grads = torch.autograd.grad(outputs, [inputs[n] for n in names], grad_outputs)
 
