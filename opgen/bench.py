@@ -318,7 +318,9 @@ def run_benchmark(
     with the workload's inputs, such as the plain GEMM beside a GEMM-class op. torch.compile
     compiles the eager reference of each direction, or ``compile_backward(reference_backward)``
     where given (a training step compiles its forward, not autograd.grad). A GPU workload without
-    FLOPs has a device copy of its bytes beside it (the bandwidth ceiling).
+    FLOPs has a device copy of its bytes beside it (the bandwidth ceiling). ``backward_direction``
+    names the second pass in the report ("forward+backward" where the timed call runs both, as a
+    training step does).
     """
     results: list[Measurement] = []
     Direction = tuple[
@@ -489,9 +491,9 @@ def bench_main(
     backward: Callable[..., Any] | None = None,
     reference_backward: Callable[..., Any] | None = None,
     inputs: int = 1,
-    argv: Sequence[str] | None = None,
-    make_backward_workloads: Callable[[torch.dtype, str], Sequence[Workload]] | None = None,
+    make_backward_workloads: Callable[[torch.dtype, str, int, int], Sequence[Workload]] | None = None,
     backward_direction: str = "backward",
+    argv: Sequence[str] | None = None,
     extra: Mapping[str, Callable[..., Any]] | None = None,
     backward_extra: Mapping[str, Callable[..., Any]] | None = None,
     compile_backward: Callable[[Callable[..., Any]], Callable[..., Any]] | None = None,
@@ -502,8 +504,9 @@ def bench_main(
     ``make_workloads(dtype, device, reads, writes)`` gives the workloads of a pass that reads
     ``reads`` tensors (its inputs) and writes ``writes``. The op's forward reads its ``inputs``
     tensors and writes one; its backward reads the incoming gradient and the inputs and writes
-    one gradient per input. A GEMM-class op gives its backward's workloads itself
-    (``make_backward_workloads(dtype, device)``) and the rest of run_benchmark's options.
+    one gradient per input. ``make_backward_workloads``, where given, makes the backward's
+    workloads instead (an op whose timed backward call is a whole training step, with inputs and
+    bytes of its own), and ``backward_direction`` names that pass in the report.
     """
     import argparse
 
@@ -528,10 +531,6 @@ def bench_main(
     report = Report(op=op, environment=environment(options.device))
     for dtype_name in options.dtype or list(default_dtypes):
         dtype = getattr(torch, dtype_name)
-        if make_backward_workloads is not None:
-            backward_workloads = make_backward_workloads(dtype, options.device)
-        else:
-            backward_workloads = make_workloads(dtype, options.device, inputs + 1, inputs)
         measurements = run_benchmark(
             op,
             make_workloads(dtype, options.device, inputs, 1),
@@ -539,7 +538,7 @@ def bench_main(
             reference=reference,
             backward=backward,
             reference_backward=reference_backward,
-            backward_workloads=backward_workloads,
+            backward_workloads=(make_backward_workloads or make_workloads)(dtype, options.device, inputs + 1, inputs),
             dtype=dtype,
             device=options.device,
             include_compile=not options.no_compile,

@@ -193,6 +193,21 @@ def new(
         ),
     ] = None,
     no_bias: Annotated[bool, typer.Option("--no-bias", help="With --kind linear: a linear layer without a bias.")] = False,
+    recipe: Annotated[
+        str | None,
+        typer.Option(
+            help="Render this known recipe under the op's name, so a workspace holds several forms of it: "
+            "`opgen new add_rmsnorm --recipe rmsnorm --residual`.",
+            show_default=False,
+        ),
+    ] = None,
+    residual: Annotated[
+        bool,
+        typer.Option(
+            "--residual",
+            help="layernorm and rmsnorm: the pre-norm block's fused add, (x, residual, weight...) -> (y, x + residual).",
+        ),
+    ] = False,
 ) -> None:
     """Render everything one op needs: CUDA and CPU kernels, binding, Python module, tests, benchmark."""
     located = Workspace.locate(workspace)
@@ -208,6 +223,8 @@ def new(
         gradients=not no_grad,
         activation=activation,
         bias=not no_bias,
+        recipe=recipe,
+        residual=residual,
     )
     out.print(f"[green]created[/] {folder}")
     missing = missing_shared_headers(folder, located)

@@ -54,6 +54,22 @@ class UnknownOp(UsageError):
         super().__init__(f"no op named '{name}' in the workspace")
 
 
+class UnknownRecipe(ValueError, UsageError):
+    """`opgen new --recipe NAME` of a recipe opgen does not have."""
+
+    def __init__(self, *, name: str, known: Iterable[str]) -> None:
+        self.hint = f"known recipes: {', '.join(sorted(known))}"
+        super().__init__(f"no recipe named {name!r}")
+
+
+class NoResidualForm(ValueError, UsageError):
+    """`opgen new --residual` of a recipe without a residual form."""
+
+    def __init__(self, *, recipe: str, with_residual: Iterable[str]) -> None:
+        self.hint = f"--residual works with {', '.join(sorted(with_residual))}"
+        super().__init__(f"recipe {recipe!r} has no --residual form")
+
+
 class KindMismatch(UsageError):
     """`--kind` that contradicts a known recipe's own kind."""
 

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Literal
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
 
-from opgen.errors import KindMismatch
+from opgen.errors import KindMismatch, UnknownRecipe
 from opgen.spec import Layout, Saves
 
 Kind = Literal["elementwise", "rowwise", "linear"]  # what `--kind` picks: skeletons, or a linear layer
@@ -31,7 +32,9 @@ class Recipe:
     layout: Layout
     skeleton: bool = False
     saves: Saves = "inputs"  # what the backward op reads (elementwise, rowwise and softmax layouts)
-    activation: str | None = None  # the linear layout's activation (spec.extra), where the recipe fixes it
+    # The interface of the `--residual` form (x + residual normalized and returned), where it has one.
+    residual_signature: str | None = None
+    extra: Mapping[str, Any] = field(default_factory=dict)  # recorded in the spec (OpSpec.extra)
 
 
 KNOWN_RECIPES: dict[str, Recipe] = {
@@ -64,7 +67,28 @@ KNOWN_RECIPES: dict[str, Recipe] = {
         'linear_gelu(x, weight, bias=None, approximate="tanh"), as F.gelu(F.linear(x, weight, bias)), one cuBLASLt GEMM',
         signature='(Tensor x, Tensor weight, Tensor? bias=None, str approximate="tanh") -> Tensor',
         layout="linear",
-        activation="approximate",  # the GELU its `approximate` argument names
+        extra={"activation": "approximate"},  # the GELU its `approximate` argument names
+    ),
+    "layernorm": Recipe(
+        "layernorm",
+        "rowwise",
+        "layernorm(x, weight=None, bias=None, eps=1e-5), as F.layer_norm over the last dim",
+        signature="(Tensor x, Tensor? weight=None, Tensor? bias=None, float eps=1e-05) -> Tensor",
+        layout="norm",
+        residual_signature=(
+            "(Tensor x, Tensor residual, Tensor? weight=None, Tensor? bias=None, float eps=1e-05) "
+            "-> (Tensor output, Tensor residual_out)"
+        ),
+        extra={"centered": True},
+    ),
+    "rmsnorm": Recipe(
+        "rmsnorm",
+        "rowwise",
+        "rmsnorm(x, weight=None, eps=None), as F.rms_norm over the last dim",
+        signature="(Tensor x, Tensor? weight=None, float? eps=None) -> Tensor",
+        layout="norm",
+        residual_signature="(Tensor x, Tensor residual, Tensor? weight=None, float? eps=None) -> (Tensor output, Tensor residual_out)",
+        extra={"centered": False},
     ),
 }
 
@@ -102,6 +126,14 @@ def recipe_for(op_name: str, kind: Kind | None = None) -> Recipe:
     if kind == "linear":
         return LINEAR
     return SKELETONS[kind or DEFAULT_KIND]
+
+
+def known_recipe(name: str) -> Recipe:
+    """The recipe `--recipe NAME` asks for: a known recipe, rendered under another op name."""
+    known = KNOWN_RECIPES.get(name)
+    if known is None:
+        raise UnknownRecipe(name=name, known=KNOWN_RECIPES)
+    return known
 
 
 def recipe_named(name: str) -> Recipe:

@@ -28,6 +28,8 @@ from opgen.errors import (
     InvalidActivation,
     InvalidFormula,
     InvalidSignature,
+    KindMismatch,
+    NoResidualForm,
     OpExists,
     OpgenError,
     RenderError,
@@ -35,7 +37,7 @@ from opgen.errors import (
     WorkspaceError,
 )
 from opgen.names import validate_op_name
-from opgen.recipes import ACTIVATIONS, FORMULA, LINEAR, SIGNATURE, Kind, Recipe, recipe_for
+from opgen.recipes import ACTIVATIONS, FORMULA, KNOWN_RECIPES, LINEAR, SIGNATURE, Kind, Recipe, known_recipe, recipe_for
 from opgen.spec import OpSpec, parse_signature
 from opgen.workspace import Workspace
 
@@ -201,12 +203,14 @@ def _formula_answers(formula: str, params: Sequence[str], kind: Kind | None) -> 
     return formula_answers(parse_formula(formula, [parse_param(text) for text in params]))
 
 
-def recipe_spec(name: str, recipe: Recipe, answers: Mapping[str, Any]) -> OpSpec:
+def recipe_spec(name: str, recipe: Recipe, answers: Mapping[str, Any], *, residual: bool = False) -> OpSpec:
     """The spec of op ``name`` rendered by ``recipe`` (not from --signature).
 
-    Its recipe's interface, or for a formula op the formula's tensors and params (from ``answers``).
+    Its recipe's interface (its `--residual` form's with ``residual``), or for a formula op the
+    formula's tensors and params (from ``answers``).
     """
-    signature = recipe.signature
+    signature = recipe.residual_signature if residual else recipe.signature
+    extra = {**recipe.extra, "residual": residual} if recipe.residual_signature else dict(recipe.extra)
     if recipe.name == FORMULA.name:
         inputs = answers["formula_inputs"]
         # A formula of one tensor takes it as x, whatever the formula calls it.
@@ -217,7 +221,7 @@ def recipe_spec(name: str, recipe: Recipe, answers: Mapping[str, Any]) -> OpSpec
     spec = parse_signature(
         name, signature, recipe=recipe.name, summary=recipe.summary, layout=recipe.layout, saves=recipe.saves
     )
-    return dataclasses.replace(spec, extra={"activation": recipe.activation}) if recipe.activation else spec
+    return dataclasses.replace(spec, extra=extra) if extra else spec
 
 
 def _linear_answers(
@@ -290,6 +294,8 @@ def new_op(
     gradients: bool = True,
     activation: str | None = None,
     bias: bool = True,
+    recipe: str | None = None,
+    residual: bool = False,
 ) -> Path:
     """Render op ``name`` into the workspace (creating the workspace if needed); return its folder.
 
@@ -298,7 +304,10 @@ def new_op(
     schema's arguments and outputs) an op of that interface, with placeholder kernels
     (opgen.spec; ``integer_outputs`` are int64, ``gradients=False`` renders no backward). Either is
     checked before anything is written. With ``kind="linear"`` (or an ``activation``, or
-    ``bias=False``) a linear layer and its activation (one of ACTIVATIONS, or a formula of one input).
+    ``bias=False``) a linear layer and its activation (one of ACTIVATIONS, or a formula of one
+    input). ``recipe`` renders a known recipe under the name ``name`` (`opgen new add_rmsnorm
+    --recipe rmsnorm`); ``residual`` its residual form (x + residual, normalized and returned),
+    where it has one.
     """
     validate_op_name(name)
     data: dict[str, Any] = {"scope": "op", "op_name": name}
@@ -307,8 +316,31 @@ def new_op(
         raise InvalidActivation(
             activation=activation or "", reason=f"--activation and --no-bias make a linear op, not {kind}", hint="use --kind linear"
         )
+    if linear and (recipe is not None or residual):
+        raise InvalidActivation(
+            activation=activation or "none",
+            reason="--kind linear, --activation and --no-bias make a linear layer, not a known recipe's --recipe/--residual form",
+            hint="drop --recipe/--residual, or the linear options",
+        )
     if linear:
         data |= _linear_answers(name, activation, bias, formula=formula, signature=signature, params=params)
+    elif recipe is not None or residual:
+        chosen = known_recipe(recipe) if recipe is not None else recipe_for(name, kind)
+        if kind is not None and kind != chosen.kind:
+            raise KindMismatch(name=name, kind=kind, recipe_kind=chosen.kind)
+        if signature is not None or formula is not None or params or integer_outputs or not gradients:
+            raise InvalidSignature(
+                signature=signature or "",
+                reason="--recipe and --residual render a known recipe, which takes no --signature, --formula, --param, "
+                "--int-output or --no-grad",
+                hint="drop one of them",
+            )
+        if residual and chosen.residual_signature is None:
+            raise NoResidualForm(
+                recipe=chosen.name, with_residual=[r.name for r in KNOWN_RECIPES.values() if r.residual_signature]
+            )
+        data["recipe"] = chosen.name
+        data["spec"] = recipe_spec(name, chosen, data, residual=residual).to_answers()
     elif signature is not None or integer_outputs or not gradients:
         data |= _signature_answers(name, signature, kind, formula, integer_outputs, gradients)
     elif formula is not None:
@@ -319,9 +351,9 @@ def new_op(
             formula=" ".join(params), reason="--param needs --formula", what="param", hint="add --formula EXPR"
         )
     else:
-        recipe = recipe_for(name, kind)
-        data["recipe"] = recipe.name
-        data["spec"] = recipe_spec(name, recipe, data).to_answers()
+        own = recipe_for(name, kind)
+        data["recipe"] = own.name
+        data["spec"] = recipe_spec(name, own, data).to_answers()
     target = workspace.op_dir(name)
     if target.exists() and not force:
         raise OpExists(name=name, path=str(target))

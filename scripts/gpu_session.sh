@@ -4,6 +4,7 @@
 #   sanitize  `opgen test --sanitize`, one op per process, all at once
 #   multi     only the multi-GPU tests (inputs on cuda:1, different GPUs refused, DDP over NCCL)
 #   bench     `opgen bench` of the named recipes, results tarred into $OUT/benchmarks.tar.gz
+#   quick     the norm ops against a device copy only, every row length (scripts/norm_quick_bench.py)
 # Device time is scarce, so one call does it all; logs and results land in $OUT. The workspace
 # lives in $GPU_WORK (default /tmp/opgen-gpu), so a second call on a warm machine rebuilds nothing.
 #
@@ -48,6 +49,8 @@ for op in "${ops[@]}"; do
     lin_gelu_exact) opgen new lin_gelu_exact --kind linear --activation gelu ;;
     lin_plain) opgen new lin_plain --kind linear --no-bias ;;
     lin_silu) opgen new lin_silu --kind linear --activation "x*sigmoid(1.702*x)" ;;
+    add_rmsnorm) opgen new add_rmsnorm --recipe rmsnorm --residual ;;
+    add_layernorm) opgen new add_layernorm --recipe layernorm --residual ;;
     *) opgen new "$op" ;;
   esac || exit 1
 done
@@ -60,7 +63,8 @@ if has_mode sanitize; then  # in the background: it overlaps the plain tests
   done
 fi
 if has_mode test; then
-  opgen test "${ops[@]}" 2>&1 | tee "$OUT/test.log" | tail -25
+  # TEST_K: a pytest -k expression (e.g. cuda) to run only part of the tests.
+  opgen test "${ops[@]}" ${TEST_K:+-k "$TEST_K"} 2>&1 | tee "$OUT/test.log" | tail -25
   [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
   if grep -q "no CUDA GPU found" "$OUT/test.log"; then echo "CUDA tests were skipped on a GPU machine"; status=1; fi
 fi
@@ -78,12 +82,17 @@ if has_mode sanitize; then
   done
   cat "$OUT"/sanitize-*.log > "$OUT/sanitize.log" && rm "$OUT"/sanitize-*.log
 fi
+if has_mode quick; then
+  python3 "$repo/scripts/norm_quick_bench.py" "$work/generated_ops" "${ops[@]}" 2>&1 | tee "$OUT/quick.log"
+fi
 if has_mode bench; then
   for op in "${ops[@]}"; do
     case $op in my_op|row_op|sig_*|lin_*) continue ;; esac
     mkdir -p "$OUT/benchmarks/$op"
+    # BENCH_ARGS: more `opgen bench` options (e.g. --no-compile where device time is short).
     opgen bench "$op" --json "$OUT/benchmarks/$op/$op.json" --plot "$OUT/benchmarks/$op/$op.png" \
-      --markdown "$OUT/benchmarks/$op/$op.md" >> "$OUT/bench.log" 2>&1
+      --markdown "$OUT/benchmarks/$op/$op.md" ${BENCH_ARGS:-} >> "$OUT/bench.log" 2>&1
+    tar -czf "$OUT/benchmarks.tar.gz" -C "$OUT" benchmarks  # what is done so far, should time run out
   done
   # One file back instead of three per op.
   tar -czf "$OUT/benchmarks.tar.gz" -C "$OUT" benchmarks && rm -rf "$OUT/benchmarks"

@@ -31,6 +31,10 @@ CASES: dict[str, dict[str, Any]] = {
     "lin_relu": {"kind": "linear", "activation": "relu"},
     "lin_plain": {"kind": "linear", "bias": False},
     "lin_silu": {"kind": "linear", "activation": "x*sigmoid(1.702*x)"},
+    "layernorm": {},
+    "rmsnorm": {},
+    "add_layernorm": {"recipe": "layernorm", "residual": True},
+    "add_rmsnorm": {"recipe": "rmsnorm", "residual": True},
 }
 
 

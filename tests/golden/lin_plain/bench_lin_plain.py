@@ -31,7 +31,7 @@ def workloads(dtype: torch.dtype, device: str, reads: int, writes: int) -> list[
     return [linear_workload(*shape, dtype, device, bias=False) for shape in SHAPES[device]]
 
 
-def training_workloads(dtype: torch.dtype, device: str) -> list[Workload]:
+def training_workloads(dtype: torch.dtype, device: str, reads: int, writes: int) -> list[Workload]:
     return [linear_workload(*shape, dtype, device, backward=True, bias=False) for shape in SHAPES[device]]
 
 
