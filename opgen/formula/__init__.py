@@ -23,12 +23,10 @@ from opgen.formula.language import (
     RESERVED_NAMES,
     TABLE,
     UNARY_FUNCTIONS,
-    Formula,
     FormulaFunction,
     FunctionSpec,
-    Param,
 )
-from opgen.formula.parser import parse_formula, parse_param
+from opgen.formula.parser import Formula, Param, parse_formula, parse_param
 from opgen.formula.printers import (
     CppPrinter,
     DisplayPrinter,
@@ -37,6 +35,7 @@ from opgen.formula.printers import (
     render_formula,
     torch_function,
 )
+from opgen.formula.rewrite import stable
 
 __all__ = [
     "FUNCTIONS",
@@ -58,5 +57,6 @@ __all__ = [
     "parse_formula",
     "parse_param",
     "render_formula",
+    "stable",
     "torch_function",
 ]

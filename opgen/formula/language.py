@@ -56,6 +56,8 @@ class FunctionSpec:
     torch: str
     numeric: Callable[..., sp.Expr]
     display: str | None = None
+    # The torch form takes tensors only (torch.hypot, torch.logaddexp): numbers become 0-d tensors.
+    tensor_args: bool = False
 
 
 class FormulaFunction(sp.Function):
@@ -181,6 +183,38 @@ Minimum: Any = _define(
     ),
 )  # fmt: skip
 
+# The stable forms the rewrites (opgen.formula.rewrite) turn textbook formulas into; a formula may
+# also call them by name.
+Erfc: Any = _define(  # 1 - erf(u), without the cancellation of 1 + erf(u) for very negative u
+    "Erfc",
+    FunctionSpec(
+        (lambda u: -2 / sp.sqrt(sp.pi) * Exp(-(u**2)),), *_unary("std::erfc", "torch.special.erfc"), sp.erfc,
+        "erfc({0})",
+    ),
+)  # fmt: skip
+LogSigmoid: Any = _define(  # log(sigmoid(u)) = -softplus(-u): never log(0) = -inf for very negative u
+    "LogSigmoid",
+    FunctionSpec(
+        (lambda u: Sigmoid(-u),), *_unary(_fast("log_sigmoid"), "torch.nn.functional.logsigmoid"),
+        lambda a: -sp.log(1 + sp.exp(-a)), "logsigmoid({0})",
+    ),
+)  # fmt: skip
+Hypot: Any = _define(  # sqrt(a^2 + b^2) without the overflow of the squares
+    "Hypot",
+    FunctionSpec(
+        (lambda a, b: a / Hypot(a, b), lambda a, b: b / Hypot(a, b)), "std::hypot({0}, {1})",
+        "torch.hypot({0}, {1})", lambda a, b: sp.sqrt(a**2 + b**2), "hypot({0}, {1})", tensor_args=True,
+    ),
+)  # fmt: skip
+LogAddExp: Any = _define(  # log(e^a + e^b) = max(a, b) + log1p(e^-|a - b|), without overflow
+    "LogAddExp",
+    FunctionSpec(
+        (lambda a, b: Sigmoid(a - b), lambda a, b: Sigmoid(b - a)), f"{_fast('logaddexp')}({{0}}, {{1}})",
+        "torch.logaddexp({0}, {1})", lambda a, b: sp.log(sp.exp(a) + sp.exp(b)), "logaddexp({0}, {1})",
+        tensor_args=True,
+    ),
+)  # fmt: skip
+
 # The functions a formula calls, by the name it calls them.
 UNARY_FUNCTIONS: dict[str, Callable[[sp.Expr], sp.Expr]] = {
     "exp": Exp,
@@ -195,35 +229,12 @@ UNARY_FUNCTIONS: dict[str, Callable[[sp.Expr], sp.Expr]] = {
     "sigmoid": Sigmoid,
     "softplus": Softplus,
     "erf": Erf,
+    "erfc": Erfc,
+    "logsigmoid": LogSigmoid,
     "abs": Abs,
 }
-FUNCTIONS = (*UNARY_FUNCTIONS, "min", "max", "where")
-
-
-@dataclass(frozen=True)
-class Param:
-    """A float argument of the op, with its default."""
-
-    name: str
-    default: float
-
-
-@dataclass(frozen=True)
-class Formula:
-    """A parsed formula: its expression, tensor inputs (in order of appearance) and params."""
-
-    text: str
-    expr: sp.Expr
-    inputs: tuple[str, ...]
-    params: tuple[Param, ...]
-
-    def derivative(self, wrt: str) -> sp.Expr:
-        """The derivative with respect to ``wrt``: sympy's, simplified where that makes it shorter."""
-        derivative = sp.diff(self.expr, sp.Symbol(wrt))
-        if sp.count_ops(derivative) > MAX_SIMPLIFY_OPS:
-            return derivative  # sympy's simplify grows slow past this; cse still shares the work
-        simplified = sp.simplify(derivative)
-        return simplified if sp.count_ops(simplified) < sp.count_ops(derivative) else derivative
+BINARY_FUNCTIONS: dict[str, Callable[[sp.Expr, sp.Expr], sp.Expr]] = {"hypot": Hypot, "logaddexp": LogAddExp}
+FUNCTIONS = (*UNARY_FUNCTIONS, *BINARY_FUNCTIONS, "min", "max", "where")
 
 
 def number(expr: sp.Expr) -> float:

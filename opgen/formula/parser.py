@@ -12,29 +12,64 @@ import keyword
 import math
 import re
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import sympy as sp
 
 from opgen.errors import InvalidFormula
 from opgen.formula.language import (
+    BINARY_FUNCTIONS,
     FUNCTIONS,
     MAX_FORMULA_LENGTH,
     MAX_INPUTS,
+    MAX_SIMPLIFY_OPS,
     RESERVED_NAMES,
     UNARY_FUNCTIONS,
     ClampMax,
     ClampMin,
-    Exp,
-    Formula,
-    Log,
-    Log1p,
     Maximum,
     Minimum,
-    Param,
-    Softplus,
 )
+from opgen.formula.rewrite import stable
 from opgen.names import CPP_KEYWORDS
+
+
+@dataclass(frozen=True)
+class Param:
+    """A float argument of the op, with its default."""
+
+    name: str
+    default: float
+
+
+@dataclass(frozen=True)
+class Formula:
+    """A parsed formula: its expression, tensor inputs (in order of appearance) and params."""
+
+    text: str
+    expr: sp.Expr
+    inputs: tuple[str, ...]
+    params: tuple[Param, ...]
+
+    def derivative(self, wrt: str) -> sp.Expr:
+        """The derivative with respect to ``wrt``: sympy's, simplified where that makes it shorter."""
+        return _simplified(sp.diff(self.expr, sp.Symbol(wrt)))
+
+    def second_derivative(self, first: str, second: str) -> sp.Expr:
+        """d/d``second`` of the derivative with respect to ``first``: what double backward computes."""
+        return _simplified(sp.diff(self.derivative(first), sp.Symbol(second)))
+
+
+def _simplified(derivative: sp.Expr) -> sp.Expr:
+    """A derivative in stable form (opgen.formula.rewrite), simplified by sympy where that makes it shorter."""
+    derivative = stable(derivative)
+    if sp.count_ops(derivative) > MAX_SIMPLIFY_OPS:
+        return derivative  # sympy's simplify grows slow past this; cse still shares the work
+    simplified = stable(sp.simplify(derivative))
+    return simplified if sp.count_ops(simplified) < sp.count_ops(derivative) else derivative
+
+
 
 _NAME = re.compile(r"[A-Za-z][A-Za-z0-9_]*")
 
@@ -90,7 +125,7 @@ def parse_formula(text: str, params: Sequence[Param] = ()) -> Formula:
             hint="a formula is one expression, such as x * tanh(log1p(exp(x)))",
         ) from None  # fmt: skip
     walker = _Walker(text.strip(), {p.name for p in params})
-    expr = walker.convert(tree.body)
+    expr = stable(walker.convert(tree.body))
     unused = [p.name for p in params if p.name not in walker.symbols]
     if unused:
         raise InvalidFormula(formula=text, reason=f"param '{unused[0]}' does not appear in the formula")
@@ -142,19 +177,6 @@ def _check_name(name: str, formula: str, *, what: str = "name") -> None:
         raise InvalidFormula(
             formula=formula, reason=reason, hint="rename it", what="param" if what == "param" else "formula"
         )
-
-
-def _stable(expr: sp.Expr) -> sp.Expr:
-    """``log(1 + exp(u))`` and ``log1p(exp(u))`` as ``softplus(u)``, which does not overflow."""
-    if isinstance(expr, Log1p) and isinstance(expr.args[0], Exp):
-        return Softplus(expr.args[0].args[0])
-    if isinstance(expr, Log) and isinstance(expr.args[0], sp.Add):
-        terms = sp.Add.make_args(expr.args[0])
-        if len(terms) == 2 and sp.Integer(1) in terms:
-            other = terms[0] if terms[1] == 1 else terms[1]
-            if isinstance(other, Exp):
-                return Softplus(other.args[0])
-    return expr
 
 
 class _Walker:
@@ -234,7 +256,7 @@ class _Walker:
             raise self.refuse(node, f"unknown function '{name}'")
         if node.keywords or any(isinstance(arg, ast.Starred) for arg in node.args):
             raise self.refuse(node, f"{name}() takes positional arguments only")
-        arity = 3 if name == "where" else 2 if name in ("min", "max") else 1
+        arity = 3 if name == "where" else 2 if name in ("min", "max", *BINARY_FUNCTIONS) else 1
         if len(node.args) != arity:
             raise self.refuse(node, f"{name}() takes {arity} argument{'s' if arity > 1 else ''}, got {len(node.args)}")
         if name == "where":
@@ -242,7 +264,9 @@ class _Walker:
             return sp.Piecewise((self.convert(node.args[1]), condition), (self.convert(node.args[2]), True))
         args = [self.convert(arg) for arg in node.args]
         if name in UNARY_FUNCTIONS:
-            return _stable(UNARY_FUNCTIONS[name](args[0]))
+            return UNARY_FUNCTIONS[name](args[0])
+        if name in BINARY_FUNCTIONS:
+            return BINARY_FUNCTIONS[name](*args)
         a, b = args
         if not self.is_tensor(a):
             a, b = b, a  # the constant goes second

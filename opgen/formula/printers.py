@@ -11,7 +11,8 @@ from typing import Any
 
 import sympy as sp
 
-from opgen.formula.language import MAX_INTEGER_POWER, Formula, FormulaFunction, FunctionSpec, number
+from opgen.formula.language import MAX_INTEGER_POWER, FormulaFunction, FunctionSpec, number
+from opgen.formula.parser import Formula
 
 
 class _Printer:
@@ -37,7 +38,7 @@ class _Printer:
         if isinstance(expr, sp.core.relational.Relational):
             return f"({self(expr.lhs)} {expr.rel_op} {self(expr.rhs)})"
         if isinstance(expr, FormulaFunction):
-            return self.function(expr.spec, [self(arg) for arg in expr.args])
+            return self.function(expr.spec, list(expr.args))
         raise TypeError(f"cannot print {expr!r} ({type(expr).__name__})")  # a bug: the parser admits only the above
 
     def mul(self, expr: sp.Expr) -> str:
@@ -67,7 +68,7 @@ class _Printer:
     def piecewise(self, pieces: list[Any]) -> str:
         raise NotImplementedError
 
-    def function(self, spec: FunctionSpec, args: list[str]) -> str:
+    def function(self, spec: FunctionSpec, args: list[Any]) -> str:
         raise NotImplementedError
 
 
@@ -87,7 +88,7 @@ class CppPrinter(_Printer):
         if exponent == -sp.S.Half:
             return f"(T(1) / std::sqrt({b}))"
         if exponent.is_Integer and 0 < abs(int(exponent)) <= MAX_INTEGER_POWER:
-            power = f"opgen::formula::ipow<{abs(int(exponent))}>({b})"
+            power = f"opgen::formula::ipow<{abs(int(exponent))}>({b})" if abs(int(exponent)) > 1 else b
             return power if int(exponent) > 0 else f"(T(1) / {power})"
         return f"std::pow({b}, {self(exponent)})"
 
@@ -105,8 +106,8 @@ class CppPrinter(_Printer):
             return f"(!{self.condition(condition.args[0])})"
         return self(condition)
 
-    def function(self, spec: FunctionSpec, args: list[str]) -> str:
-        return spec.cpp.format(*args)
+    def function(self, spec: FunctionSpec, args: list[Any]) -> str:
+        return spec.cpp.format(*(self(arg) for arg in args))
 
 
 class TorchPrinter(_Printer):
@@ -145,8 +146,8 @@ class TorchPrinter(_Printer):
             return f"(~{self.condition(condition.args[0])})"
         return self(condition)
 
-    def function(self, spec: FunctionSpec, args: list[str]) -> str:
-        return spec.torch.format(*args)
+    def function(self, spec: FunctionSpec, args: list[Any]) -> str:
+        return spec.torch.format(*(self.branch(arg) if spec.tensor_args else self(arg) for arg in args))
 
 
 class DisplayPrinter(TorchPrinter):
@@ -174,8 +175,8 @@ class DisplayPrinter(TorchPrinter):
             return self.branch(value)
         return f"where({self.condition(condition)}, {self(value)}, {self.piecewise(rest)})"
 
-    def function(self, spec: FunctionSpec, args: list[str]) -> str:
-        return (spec.display or spec.torch).format(*args)
+    def function(self, spec: FunctionSpec, args: list[Any]) -> str:
+        return (spec.display or spec.torch).format(*(self(arg) for arg in args))
 
 
 def _statements(
