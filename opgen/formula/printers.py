@@ -234,6 +234,7 @@ def render_formula(formula: Formula) -> dict[str, Any]:
     reference_lines, (reference,) = _statements([formula.expr], torch_printer, "")
     gradient_lines, gradients = _statements(derivatives, torch_printer, "")
     return {
+        "formula_double_backward_py": _double_backward(formula, derivatives, torch_printer),
         "formula_display": _without_outer_parentheses(DisplayPrinter()(formula.expr)),
         "formula_forward_cpp": "\n".join([*(line + ";" for line in forward_lines), f"return {forward};"]),
         "formula_backward_cpp": "\n".join([*(line + ";" for line in backward_lines), backward_return]),
@@ -242,6 +243,25 @@ def render_formula(formula: Formula) -> dict[str, Any]:
             [*gradient_lines, "return " + ", ".join(f"grad_output * {gradient}" for gradient in gradients)]
         ),
     }
+
+
+def _double_backward(formula: Formula, derivatives: Sequence[sp.Expr], printer: TorchPrinter) -> str:
+    """The body of ``reference_<op>_double_backward``: the backward op's gradients, from second derivatives.
+
+    The backward op maps (grad_output, inputs) to ``grad_output * d_i`` for each input i. Given the
+    gradients ``gg_i`` of those outputs, its own gradients are ``sum_i gg_i d_i`` for grad_output
+    and ``grad_output * sum_i gg_i d_ij`` for input j, with ``d_ij`` the second derivatives.
+    """
+    grad_grads = [sp.Symbol(f"_gg{i}") for i in range(len(formula.inputs))]
+    grad_output = sp.Symbol("grad_output")
+    results = [sp.Add(*(gg * d for gg, d in zip(grad_grads, derivatives, strict=True)))]
+    for second in formula.inputs:
+        seconds = [formula.second_derivative(first, second) for first in formula.inputs]
+        results.append(grad_output * sp.Add(*(gg * d for gg, d in zip(grad_grads, seconds, strict=True))))
+    lines, printed = _statements(results, printer, "")
+    names = ", ".join(g.name for g in grad_grads)
+    unpack = f"{names}{',' if len(grad_grads) == 1 else ''} = grad_grads"
+    return "\n".join([unpack, *lines, "return " + ", ".join(printed) + ("," if len(printed) == 1 else "")])
 
 
 def torch_function(expr: sp.Expr, formula: Formula) -> str:
