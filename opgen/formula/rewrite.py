@@ -14,6 +14,7 @@ written                         computed as          why
 ``exp(u) * sigmoid(-u)``        ``sigmoid(u)``       inf * 0 = NaN for large ``u``
 ``log(sigmoid(u))``             ``logsigmoid(u)``    ``sigmoid`` rounds to 0, then log gives -inf
 ``log(exp(u))``                 ``u``                overflow, then log of inf
+``log(c*exp(u))``               ``log(c) + u``       the same (``log(exp(u) + exp(u))``)
 ``sqrt(a**2 + b**2)``           ``hypot(a, b)``      the squares overflow past 1.8e19 (float32)
 ``log(exp(a) + exp(b))``        ``logaddexp(a, b)``  both exponentials overflow
 ==============================  ===================  =====================================================
@@ -102,6 +103,10 @@ def _rewrite_sum(expr: sp.Add) -> Any | None:
 def _rewrite_log(arg: Any) -> Any | None:
     if isinstance(arg, Exp):
         return arg.args[0]
+    if isinstance(arg, sp.Mul):  # log(c exp(u)) = log(c) + u for a number c > 0 (sympy's exp(u) + exp(u))
+        coefficient, rest = arg.as_coeff_Mul()
+        if coefficient.is_positive and coefficient != 1 and isinstance(rest, Exp):
+            return sp.log(coefficient) + rest.args[0]
     if isinstance(arg, Sigmoid):
         return LogSigmoid(arg.args[0])
     if isinstance(arg, sp.Add):
