@@ -25,6 +25,7 @@ def fuzz_module():  # type: ignore[no-untyped-def]
     spec = importlib.util.spec_from_file_location("fuzz_formulas", ROOT / "scripts" / "fuzz_formulas.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclasses look their module up
     spec.loader.exec_module(module)
     return module
 
