@@ -1,5 +1,6 @@
-"""Fuzz the formula compiler: hypothesis draws formulas over the whole language, opgen renders,
-builds and tests each one through its normal commands (one workspace, one build).
+"""Fuzz the formula compiler: draw formulas with hypothesis, then render, build and test them with opgen.
+
+Every formula goes through opgen's normal commands, all in one workspace and one build.
 
     python3 scripts/fuzz_formulas.py --count 200 --seed 0 --workspace /tmp/fuzz/generated_ops -j 16
     python3 scripts/fuzz_formulas.py --count 8 --list        # only print the formulas
@@ -14,6 +15,8 @@ Exit status 1 if any op fails to render, build or pass its tests; the failing op
 from __future__ import annotations
 
 import argparse
+import random
+import re
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -28,7 +31,6 @@ INPUTS = ("x", "y", "z")
 PARAMS = {"alpha": 1.5, "beta": 0.75}
 NUMBERS = ("0.5", "2", "3", "0.25", "1.5")
 COMPARISONS = ("<", "<=", ">", ">=", "==", "!=")
-SMOOTH_BOUNDED = ("tanh", "sin", "cos", "sigmoid", "erf", "erfc")  # bounded results: safe inside exp
 ANY_REAL = ("tanh", "sin", "cos", "sigmoid", "softplus", "erf", "erfc", "abs", "logsigmoid")
 
 
@@ -42,68 +44,89 @@ class Case:
         return ["opgen", "new", name, "--formula", self.formula, *options]
 
 
-def expressions(depth: int, names: tuple[str, ...]) -> st.SearchStrategy[str]:
-    leaf = st.sampled_from(names + NUMBERS) if depth > 0 else st.sampled_from(names)
-    if depth == 0:
-        return leaf
-    sub = st.deferred(lambda: expressions(depth - 1, names))
-    positive = st.one_of(  # arguments of log, sqrt, rsqrt: never <= 0
-        sub.map(lambda e: f"({e})**2 + 1"), sub.map(lambda e: f"abs({e}) + 0.5"), sub.map(lambda e: f"exp({e}) + 1"),
-        sub.map(lambda e: f"sigmoid({e})"), sub.map(lambda e: f"softplus({e}) + 0.25"),
-    )  # fmt: skip
-    bounded = st.one_of(  # arguments of exp and expm1: never far past 20
-        st.sampled_from(names), st.tuples(st.sampled_from(SMOOTH_BOUNDED), sub).map(lambda p: f"3*{p[0]}({p[1]})"),
-        sub.map(lambda e: f"-abs({e})"), sub.map(lambda e: f"-({e})**2"),
-    )  # fmt: skip
-    return st.one_of(
-        leaf,
-        st.tuples(sub, st.sampled_from(("+", "-", "*")), sub).map(lambda t: f"({t[0]} {t[1]} {t[2]})"),
-        st.tuples(sub, sub).map(lambda t: f"({t[0]} / (({t[1]})**2 + 1))"),
-        st.tuples(sub, st.sampled_from(("2", "3"))).map(lambda t: f"({t[0]})**{t[1]}"),
-        st.tuples(st.sampled_from(ANY_REAL), sub).map(lambda t: f"{t[0]}({t[1]})"),
-        st.tuples(st.sampled_from(("log", "sqrt", "rsqrt")), positive).map(lambda t: f"{t[0]}({t[1]})"),
-        sub.map(lambda e: f"log1p(({e})**2)"),
-        st.tuples(st.sampled_from(("exp", "expm1")), bounded).map(lambda t: f"{t[0]}({t[1]})"),
-        st.tuples(st.sampled_from(("min", "max", "hypot", "logaddexp")), sub, sub).map(lambda t: f"{t[0]}({t[1]}, {t[2]})"),
-        st.tuples(sub, st.sampled_from(COMPARISONS), sub, sub, sub).map(
-            lambda t: f"where({t[0]} {t[1]} {t[2]}, {t[3]}, {t[4]})"
-        ),
-        # The textbook forms the compiler rewrites, with random arguments.
-        sub.map(lambda e: f"x*0.5*(1 + erf(({e})/sqrt(2)))"), sub.map(lambda e: f"1/(1 + exp(-({e})))"),
-        st.tuples(sub, sub).map(lambda t: f"sqrt(({t[0]})*({t[0]}) + ({t[1]})*({t[1]}))"),
-        st.tuples(sub, sub).map(lambda t: f"log(exp({t[0]}) + exp({t[1]}))"),
-        sub.map(lambda e: f"log(sigmoid({e}))"), sub.map(lambda e: f"(exp(-abs({e})) - 1)"),
-    )
+def expression(rng: random.Random, depth: int, names: tuple[str, ...]) -> str:
+    """A random formula of depth at most ``depth`` over ``names``, defined on all reals."""
+    if depth == 0 or rng.random() < 0.15:
+        return rng.choice(names) if depth == 0 or rng.random() < 0.8 else rng.choice(NUMBERS)
+
+    def sub() -> str:
+        return expression(rng, depth - 1, names)
+
+    kind = rng.choice(KINDS)
+    if kind == "arithmetic":
+        return f"({sub()} {rng.choice(('+', '-', '*'))} {sub()})"
+    if kind == "divide":  # by something positive
+        return f"({sub()} / (({sub()})**2 + 1))"
+    if kind == "power":
+        return f"({sub()})**{rng.choice(('2', '3'))}"
+    if kind == "unary":
+        return f"{rng.choice(ANY_REAL)}({sub()})"
+    if kind == "positive":  # log, sqrt, rsqrt of something positive
+        argument = rng.choice(("({})**2 + 1", "abs({}) + 0.5", "exp({}) + 1", "sigmoid({})", "softplus({}) + 0.25"))
+        return f"{rng.choice(('log', 'sqrt', 'rsqrt'))}({argument.format(sub())})"
+    if kind == "log1p":
+        return f"log1p(({sub()})**2)"
+    if kind == "exp":  # of something bounded above
+        argument = rng.choice(("{}", "3*tanh({})", "2*sin({})", "-abs({})", "-({})**2", "4*sigmoid({})", "erfc({})"))
+        inner = rng.choice(names) if argument == "{}" else sub()
+        return f"{rng.choice(('exp', 'expm1'))}({argument.format(inner)})"
+    if kind == "binary":
+        return f"{rng.choice(('min', 'max', 'hypot', 'logaddexp'))}({sub()}, {sub()})"
+    if kind == "where":
+        return f"where({sub()} {rng.choice(COMPARISONS)} {sub()}, {sub()}, {sub()})"
+    # kind == "textbook": the forms the compiler rewrites, with random arguments
+    a, b = sub(), sub()
+    return rng.choice((
+        f"{rng.choice(names)}*0.5*(1 + erf(({a})/sqrt(2)))", f"1/(1 + exp(-({a})))", f"(1 - erf({a}))",
+        f"sqrt(({a})*({a}) + ({b})*({b}))", f"log(exp({a}) + exp({b}))", f"log(sigmoid({a}))",
+        f"(exp(-abs({a})) - 1)", f"log(1 + ({a})**2)", f"log(1 + exp({a}))",
+    ))  # fmt: skip
+
+
+KINDS = ("arithmetic", "arithmetic", "divide", "power", "unary", "unary", "positive", "log1p", "exp", "binary",
+         "where", "textbook")  # fmt: skip
 
 
 @st.composite
 def cases(draw: st.DrawFn) -> Case:
+    """A formula: hypothesis draws its inputs, params and depth, and the seed of its tree's shape."""
     inputs = INPUTS[: draw(st.integers(1, 3))]
     params = tuple(draw(st.lists(st.sampled_from(tuple(PARAMS)), max_size=2, unique=True)))
-    text = draw(expressions(draw(st.integers(1, 4)), inputs + params))
-    return Case(text, tuple(Param(name, PARAMS[name]) for name in params if name in text))
+    rng = draw(st.randoms(use_true_random=False))
+    text = expression(rng, draw(st.integers(1, 4)), inputs + params)
+    return Case(text, tuple(Param(name, PARAMS[name]) for name in params if re.search(rf"\b{name}\b", text)))
 
 
 def sample(count: int, seed_value: int) -> list[Case]:
-    """``count`` distinct formulas that parse, drawn reproducibly from ``seed_value``."""
-    found: dict[str, Case] = {}
+    """``count`` distinct formulas that parse, drawn reproducibly from ``seed_value``.
 
-    @seed(seed_value)
-    @settings(
-        max_examples=count * 20, database=None, deadline=None, phases=[Phase.generate],
-        suppress_health_check=list(HealthCheck),
-    )  # fmt: skip
-    @given(cases())
-    def collect(case: Case) -> None:
-        if len(found) >= count or case.formula in found or len(case.formula) > 400:
-            return
+    Each formula is the last of a short hypothesis run with its own seed: the first examples of a
+    run are hypothesis's simplest (``x``) and the next ones mutations of each other.
+    """
+    found: dict[str, Case] = {}
+    attempt = 0
+    while len(found) < count and attempt < count * 20:
+        drawn: list[Case] = []
+
+        @seed(seed_value * 100_003 + attempt)
+        @settings(
+            max_examples=3, database=None, deadline=None, phases=[Phase.generate],
+            suppress_health_check=list(HealthCheck),
+        )  # fmt: skip
+        @given(cases())
+        def collect(case: Case) -> None:
+            drawn.append(case)  # noqa: B023 (run at once, in this iteration)
+
+        collect()
+        attempt += 1
+        case = drawn[-1]
+        if case.formula in found or len(case.formula) > 400:
+            continue
         try:
             parse_formula(case.formula, case.params)
         except InvalidFormula:
-            return  # a name cancelled out, a param left unused: not an op
+            continue  # a name cancelled out, a param left unused: not an op
         found[case.formula] = case
-
-    collect()
     return list(found.values())
 
 

@@ -423,3 +423,25 @@ def test_new_functions_are_in_the_language() -> None:
         formula = parse_formula(text)
         assert torch_name in render_formula(formula)["formula_reference_py"]
     assert "x.new_tensor(2.0)" in render_formula(parse_formula("hypot(x, 2)"))["formula_reference_py"]
+
+
+def test_fuzz_a_condition_of_numbers_only_is_refused_at_once() -> None:
+    # Found by the fuzzer: sympy spent minutes deciding 2 != rsqrt(softplus(1.5) + 0.25).
+    with pytest.raises(InvalidFormula, match="holds no name"):
+        parse_formula("where(2 != rsqrt(softplus(1.5) + 0.25), x, y)")
+
+
+def test_fuzz_conditions_sympy_folds_into_if_then_else_print() -> None:
+    # Found by the fuzzer: a where() inside a comparison becomes sympy's ITE, which no printer knew.
+    code = render_formula(parse_formula("(z + (max((y + x), where(x != z, z, y)) / ((z**3 + z**2)**2 + 1)))"))
+    assert "?" in code["formula_backward_cpp"] and "torch.where" in code["formula_gradients_py"]
+
+
+def test_fuzz_derivatives_with_pieces_skip_sympys_simplify(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Found by the fuzzer: sympy's simplify took 20 s on the conditions of cos(max(z, cos(x))).
+    def refuse(*args: object, **kwargs: object) -> None:
+        raise AssertionError("simplify called on a derivative with pieces")
+
+    monkeypatch.setattr(sp, "simplify", refuse)
+    code = render_formula(parse_formula("cos(max(z, cos(x)))"))
+    assert "opgen::formula::maximum" in code["formula_backward_cpp"]

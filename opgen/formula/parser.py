@@ -8,6 +8,7 @@ user's is ever evaluated, and none reaches the rendered files except as code pri
 from __future__ import annotations
 
 import ast
+import functools
 import keyword
 import math
 import re
@@ -54,11 +55,17 @@ class Formula:
 
     def derivative(self, wrt: str) -> sp.Expr:
         """The derivative with respect to ``wrt``: sympy's, simplified where that makes it shorter."""
-        return _simplified(sp.diff(self.expr, sp.Symbol(wrt)))
+        return _derivative(self.expr, wrt)
 
     def second_derivative(self, first: str, second: str) -> sp.Expr:
         """d/d``second`` of the derivative with respect to ``first``: what double backward computes."""
-        return _simplified(sp.diff(self.derivative(first), sp.Symbol(second)))
+        return _derivative(_derivative(self.expr, first), second)
+
+
+@functools.lru_cache(maxsize=256)
+def _derivative(expr: sp.Expr, wrt: str) -> sp.Expr:
+    """Derived once per render: the kernels, the reference and the double backward share it."""
+    return _simplified(sp.diff(expr, sp.Symbol(wrt)))
 
 
 def _simplified(derivative: sp.Expr) -> sp.Expr:
@@ -66,6 +73,11 @@ def _simplified(derivative: sp.Expr) -> sp.Expr:
     derivative = stable(derivative)
     if sp.count_ops(derivative) > MAX_SIMPLIFY_OPS:
         return derivative  # sympy's simplify grows slow past this; cse still shares the work
+    if derivative.has(sp.Piecewise):
+        # sympy spends seconds to minutes simplifying the conditions of a where/min/max (the fuzzer's
+        # cos(max(z, cos(x))) took 20 s), and gains little; folding the factors into the pieces is fast.
+        folded = stable(sp.piecewise_fold(derivative))
+        return folded if sp.count_ops(folded) < sp.count_ops(derivative) else derivative
     simplified = stable(sp.simplify(derivative))
     return simplified if sp.count_ops(simplified) < sp.count_ops(derivative) else derivative
 
@@ -280,7 +292,10 @@ class _Walker:
         operator = _COMPARISONS.get(type(node.ops[0]))
         if operator is None:
             raise self.refuse(node, f"the comparison {type(node.ops[0]).__name__} is not allowed")
-        result = operator(self.convert(node.left), self.convert(node.comparators[0]))
+        left, right = self.convert(node.left), self.convert(node.comparators[0])
+        if not (left.free_symbols or right.free_symbols):  # sympy could take minutes to decide it
+            raise self.refuse(node, "this condition holds no name, so it is always true or always false")
+        result = operator(left, right)
         if result in (sp.true, sp.false):
             raise self.refuse(node, "this condition is always true or always false")
         return result

@@ -37,6 +37,8 @@ class _Printer:
             return self.piecewise(list(expr.args))
         if isinstance(expr, sp.core.relational.Relational):
             return f"({self(expr.lhs)} {expr.rel_op} {self(expr.rhs)})"
+        if isinstance(expr, sp.And | sp.Or | sp.Not | sp.ITE | sp.Xor):  # a condition cse made a temporary
+            return self.condition(expr)
         if isinstance(expr, FormulaFunction):
             return self.function(expr.spec, list(expr.args))
         raise TypeError(f"cannot print {expr!r} ({type(expr).__name__})")  # a bug: the parser admits only the above
@@ -66,6 +68,9 @@ class _Printer:
         raise NotImplementedError
 
     def piecewise(self, pieces: list[Any]) -> str:
+        raise NotImplementedError
+
+    def condition(self, condition: Any) -> str:
         raise NotImplementedError
 
     def function(self, spec: FunctionSpec, args: list[Any]) -> str:
@@ -104,6 +109,11 @@ class CppPrinter(_Printer):
             return "(" + joiner.join(self.condition(arg) for arg in condition.args) + ")"
         if isinstance(condition, sp.Not):
             return f"(!{self.condition(condition.args[0])})"
+        if isinstance(condition, sp.ITE):  # sympy's if-then-else of conditions (a where() in a condition)
+            test, then, otherwise = (self.condition(arg) for arg in condition.args)
+            return f"({test} ? {then} : {otherwise})"
+        if isinstance(condition, sp.Xor):
+            return "(" + " != ".join(self.condition(arg) for arg in condition.args) + ")"
         return self(condition)
 
     def function(self, spec: FunctionSpec, args: list[Any]) -> str:
@@ -144,6 +154,10 @@ class TorchPrinter(_Printer):
             return "(" + joiner.join(self.condition(arg) for arg in condition.args) + ")"
         if isinstance(condition, sp.Not):
             return f"(~{self.condition(condition.args[0])})"
+        if isinstance(condition, sp.ITE):
+            return "torch.where({}, {}, {})".format(*(self.condition(arg) for arg in condition.args))
+        if isinstance(condition, sp.Xor):
+            return "(" + " ^ ".join(self.condition(arg) for arg in condition.args) + ")"
         return self(condition)
 
     def function(self, spec: FunctionSpec, args: list[Any]) -> str:
