@@ -15,11 +15,14 @@ Exit status 1 if any op fails to render, build or pass its tests; the failing op
 from __future__ import annotations
 
 import argparse
+import concurrent.futures
 import random
 import re
 import subprocess
 import sys
+import time
 from dataclasses import dataclass
+from pathlib import Path
 
 from hypothesis import HealthCheck, Phase, given, seed, settings
 from hypothesis import strategies as st
@@ -130,32 +133,79 @@ def sample(count: int, seed_value: int) -> list[Case]:
     return list(found.values())
 
 
+def read_list(path: str) -> list[tuple[str, Case]]:
+    """The ``--list`` output read back: lines ``NAME FORMULA [PARAM=DEFAULT ...]``."""
+    cases = []
+    for line in open(path):
+        name, _, rest = line.rstrip("\n").partition(" ")
+        words, params = rest.split(" "), []
+        while words and (not words[-1] or re.fullmatch(r"(alpha|beta)=[0-9.]+", words[-1])):
+            if word := words.pop():
+                params.insert(0, Param(*word.split("=")[:1], float(word.split("=")[1])))
+        cases.append((name, Case(" ".join(words), tuple(params))))
+    return cases
+
+
+def run_all(commands: list[tuple[str, list[str]]], parallel: int, logs: Path | None) -> list[str]:
+    """Run the commands, ``parallel`` at a time; the names of those that fail."""
+
+    def run(item: tuple[str, list[str]]) -> tuple[str, int]:
+        name, command = item
+        result = subprocess.run(command, capture_output=True, text=True)
+        if logs is not None:
+            (logs / f"{name}.log").write_text(result.stdout + result.stderr)
+        elif result.returncode != 0:
+            print(result.stdout[-3000:], result.stderr[-3000:], sep="\n", flush=True)
+        return name, result.returncode
+
+    with concurrent.futures.ThreadPoolExecutor(max(1, parallel)) as pool:
+        return [name for name, code in pool.map(run, commands) if code != 0]
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--count", type=int, default=20)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--from-list", help="the formulas of a --list output instead of drawing them")
     parser.add_argument("--workspace", default="generated_ops")
-    parser.add_argument("-j", "--jobs", type=int, default=2)
+    parser.add_argument("-j", "--jobs", type=int, default=2, help="parallel compile jobs of the one build")
+    parser.add_argument("--parallel", type=int, default=1, help="ops rendered and tested at once")
     parser.add_argument("-k", default="", help="pytest -k selection for each op's tests (all when empty)")
     parser.add_argument("--cpu-only", action="store_true")
+    parser.add_argument("--logs", type=Path, help="a folder for each op's test log")
     parser.add_argument("--list", action="store_true", help="print the formulas and their commands, then stop")
+    parser.add_argument("--steps", default="render,build,test", help="which of render, build, test to run")
     args = parser.parse_args()
-    chosen = sample(args.count, args.seed)
-    names = [f"fuzz{index:03d}" for index in range(len(chosen))]
-    for name, case in zip(names, chosen, strict=True):
+    steps = set(args.steps.split(","))
+    if args.from_list:
+        chosen = read_list(args.from_list)
+    else:
+        chosen = [(f"fuzz{index:03d}", case) for index, case in enumerate(sample(args.count, args.seed))]
+    for name, case in chosen:
         print(name, case.formula, " ".join(f"{p.name}={p.default}" for p in case.params), flush=True)
     if args.list:
         return 0
+    if args.logs:
+        args.logs.mkdir(parents=True, exist_ok=True)
+    names = [name for name, _ in chosen]
+    workspace = ["--workspace", args.workspace]
     failed: list[str] = []
-    for name, case in zip(names, chosen, strict=True):
-        if subprocess.run([*case.command(name), "--workspace", args.workspace, "--force"]).returncode != 0:
-            failed.append(f"{name} (render)")
-    build = ["opgen", "build", *names, "-j", str(args.jobs), "--workspace", args.workspace]
-    subprocess.run(build + (["--cpu-only"] if args.cpu_only else []))
-    for name in names:
-        test = ["opgen", "test", name, "--workspace", args.workspace, *(["-k", args.k] if args.k else [])]
-        if subprocess.run(test).returncode != 0:
-            failed.append(name)
+    start = time.perf_counter()
+    if "render" in steps:
+        renders = [(name, [*case.command(name), *workspace, "--force"]) for name, case in chosen]
+        # The first creates the workspace when it is missing; the others render their own folders at once.
+        rendered = run_all(renders[:1], 1, None) + run_all(renders[1:], args.parallel, None)
+        failed += [f"{name} (render)" for name in rendered]
+        print(f"render: {time.perf_counter() - start:.0f} s", flush=True)
+    if "build" in steps:
+        build = ["opgen", "build", *names, "-j", str(args.jobs), *workspace, *(["--cpu-only"] if args.cpu_only else [])]
+        built = subprocess.run(build, capture_output=True, text=True)
+        print(built.stdout[-2000:], built.stderr[-2000:], f"build: {time.perf_counter() - start:.0f} s", sep="\n", flush=True)
+    if "test" in steps:
+        selection = ["-k", args.k] if args.k else []
+        tests = [(name, ["opgen", "test", name, *workspace, *selection]) for name in names]
+        failed += run_all(tests, args.parallel, args.logs)
+        print(f"tests: {time.perf_counter() - start:.0f} s", flush=True)
     print(f"{len(names) - len(failed)} of {len(names)} fuzzed formulas pass", *failed, sep="\n  ", flush=True)
     return 1 if failed else 0
 

@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
-# H200 fuzz run: render the formulas of LIST (lines "NAME FORMULA [PARAM=DEFAULT ...]", as
-# `scripts/fuzz_formulas.py --list` prints them), build them with -j 16 in one workspace, run each
-# op's CUDA tests (-k SELECTION) in 8 parallel processes on the one GPU. Logs in $OUT.
-#   bash scripts/gpu_fuzz.sh docs/fuzz/formulas-seed0-48.txt "cuda and not 2_31"
+# The H200 fuzz run (docs/fuzz): scripts/fuzz_formulas.py over a pre-drawn list, in one workspace
+# (/tmp/fuzz), build with -j 16, each op's tests in parallel processes on the one GPU. Two calls
+# on a warm machine when the build of many ops takes most of one call's 10 minutes:
+#   bash scripts/gpu_fuzz.sh render,build docs/fuzz/formulas-seed0-200.txt
+#   bash scripts/gpu_fuzz.sh build,test docs/fuzz/formulas-seed0-200.txt "cuda and not 2_31"
 set -uo pipefail
-list=$(realpath "$1"); selection=${2:-cuda}
+steps=$1; list=$(realpath "$2"); selection=${3:-cuda}
 OUT=${OUT:-/tmp/opgen-out}; mkdir -p "$OUT"
 repo=$(cd "$(dirname "$0")/.." && pwd)
 if ! python3 -c "import copier" 2>/dev/null; then
@@ -12,33 +13,13 @@ if ! python3 -c "import copier" 2>/dev/null; then
   export PYTHONPATH=/tmp/site
 fi
 python3 -m pip install -q --no-deps --no-build-isolation -e "$repo" >/dev/null 2>&1
+nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee -a "$OUT/machine.log"
 mkdir -p /tmp/fuzz && cd /tmp/fuzz
-start=$(date +%s)
-python3 - "$list" <<'PY' > "$OUT/render.log" 2>&1
-import re
-import sys
-from opgen.render import new_op
-from opgen.workspace import Workspace
-workspace = Workspace.locate("/tmp/fuzz/generated_ops")
-for line in open(sys.argv[1]):
-    name, _, rest = line.rstrip("\n").partition(" ")
-    words, params = rest.split(" "), []
-    while words and (not words[-1] or re.fullmatch(r"(alpha|beta)=[0-9.]+", words[-1])):
-        word = words.pop()
-        if word:
-            params.insert(0, word)
-    formula = " ".join(words)
-    new_op(name, workspace=workspace, formula=formula, params=params)
-    print(name, "rendered", flush=True)
-PY
-echo "render $(( $(date +%s) - start )) s" | tee -a "$OUT/times.log"
-ops=$(cut -d' ' -f1 "$list")
-opgen build -j 16 $ops --workspace /tmp/fuzz/generated_ops > "$OUT/build.log" 2>&1
-echo "build $(( $(date +%s) - start )) s" | tee -a "$OUT/times.log"
-tail -5 "$OUT/build.log"
-mkdir -p "$OUT/tests"
-printf '%s\n' $ops | xargs -P 8 -I{} sh -c "opgen test {} --workspace /tmp/fuzz/generated_ops -k '$selection' > $OUT/tests/{}.log 2>&1; echo {} \$? >> $OUT/status.log"
-echo "tests $(( $(date +%s) - start )) s" | tee -a "$OUT/times.log"
-sort "$OUT/status.log" | awk '{n++; if ($2 != 0) {f++; print "FAILED", $1}} END {print n - f, "of", n, "ops pass"}' | tee "$OUT/summary.log"
-grep -h -E "passed|failed" "$OUT"/tests/*.log | tail -n +1 > "$OUT/counts.log"
-tar czf "$OUT/tests.tar.gz" -C "$OUT" tests && rm -rf "$OUT/tests"
+python3 "$repo/scripts/fuzz_formulas.py" --from-list "$list" --steps "$steps" --workspace /tmp/fuzz/generated_ops \
+  -j 16 --parallel "${PARALLEL:-12}" -k "$selection" --logs "$OUT/logs" 2>&1 | tee -a "$OUT/fuzz.log" | tail -40
+status=${PIPESTATUS[0]}
+if [ -d "$OUT/logs" ]; then
+  grep -h -E "^=+ .*(passed|failed).* =+$" "$OUT"/logs/*.log | sort | uniq -c | sort -rn > "$OUT/counts.log"
+  tar czf "$OUT/logs.tar.gz" -C "$OUT" logs && rm -rf "$OUT/logs"
+fi
+exit "$status"
