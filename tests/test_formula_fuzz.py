@@ -15,10 +15,10 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 TEXTBOOK = {
     "geglu": "x*0.5*(1+erf(y/sqrt(2)))",
-    "textbook_unary": "log(1 + x*x) + (exp(x) - 1) + 1/(1 + exp(-x)) + log(sigmoid(x))",
-    "textbook_binary": "sqrt(x*x + y*y) + log(exp(x) + exp(y))",
+    "textbook": "log(1 + x*x) + (exp(x) - 1) + 1/(1 + exp(-x)) + log(sigmoid(y)) + sqrt(x*x + y*y) + log(exp(x) + exp(y))",
 }
-FUZZ_SAMPLE, FUZZ_SEED = 3, 24
+# Two ops keep the CI build short; scripts/fuzz_formulas.py runs larger samples (docs/fuzz).
+FUZZ_SAMPLE, FUZZ_SEED = 2, 2
 
 
 def fuzz_module():  # type: ignore[no-untyped-def]
