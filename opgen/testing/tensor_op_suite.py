@@ -172,13 +172,19 @@ class TensorOpSuite:
         shape = torch.broadcast_shapes(*(t.shape for t in inputs))
         expanded = [t.detach().double().expand(shape).clone().requires_grad_() for t in inputs]
         type(self).reference(*expanded, **params).backward(grad_output.double())
-        # The same gradients by PyTorch in the compute dtype: where they miss the float64 ones, the
-        # math is ill-conditioned there and agreeing with PyTorch passes too (assert_close_or_as_pytorch).
+        # PyTorch's float32 gradients at the inputs and at inputs moved by a unit or two of float32
+        # rounding: how far they land from float64 is the error float32 arithmetic makes there.
         compute = compute_dtype(grad_output.dtype)
-        in_compute = [t.detach().to(compute).expand(shape).clone().requires_grad_() for t in inputs]
+        samples: list[list[torch.Tensor]] = []
         if compute != torch.float64:
-            type(self).reference(*in_compute, **params).backward(grad_output.to(compute))
-        for name, grad, t, full, full_c in zip(self.inputs, grads, inputs, expanded, in_compute, strict=True):
+            for step in (0.0, -1.0, 1.0, 2.0):
+                moved = [
+                    (t.detach().to(compute) * (1 + step * 2.0**-24)).expand(shape).clone().requires_grad_()
+                    for t in inputs
+                ]
+                type(self).reference(*moved, **params).backward(grad_output.to(compute))
+                samples.append([m.grad if m.grad is not None else torch.zeros_like(m) for m in moved])
+        for index, (name, grad, t, full) in enumerate(zip(self.inputs, grads, inputs, expanded, strict=True)):
             assert grad is not None and full.grad is not None, f"'{name}' got no gradient"
             assert grad.shape == t.shape and grad.dtype == t.dtype and grad.device == t.device, name
             rtol, atol = self.tolerances[t.dtype]
@@ -190,10 +196,14 @@ class TensorOpSuite:
                 return ((a - b).abs() <= bound) | (a == b) | (torch.isnan(a) & torch.isnan(b))
 
             within = close(actual, expected, bound)
-            if full_c.grad is not None:
-                as_pytorch = full_c.grad.sum_to_size(t.shape).to(t.dtype).double().cpu()
-                bound_c = (rtol * full_c.grad.double().abs() + atol).sum_to_size(t.shape).cpu()
-                within |= ~close(as_pytorch, expected, bound) & close(actual, as_pytorch, bound_c)
+            if samples:
+                # Where one of them misses float64, the math is ill-conditioned there in float32:
+                # agreeing with PyTorch passes, or missing float64 by at most twice PyTorch's error.
+                estimates = [sample[index].sum_to_size(t.shape).to(t.dtype).double().cpu() for sample in samples]
+                error = torch.stack([(e - expected).abs().nan_to_num(0.0) for e in estimates]).amax(0)
+                ill = torch.stack([~close(e, expected, bound) for e in estimates]).any(0)
+                as_pytorch = close(actual, estimates[0], bound)
+                within |= ill & (as_pytorch | ((actual - expected).abs() <= bound + 2 * error))
             assert bool(within.all()), (
                 f"gradient of '{name}': {int((~within).sum())} of {within.numel()} elements off, "
                 f"e.g. {actual[~within][:4].tolist()} != {expected[~within][:4].tolist()}"
