@@ -7,13 +7,15 @@ interface: tensor inputs, then non-tensor params; one output of the inputs' broa
 promoted dtype; a backward op ``<op>_backward(grad_output, *saved, *params)`` that returns one
 gradient per input. ``register_tensor_op`` registers, for such an op, the fake kernels (shapes
 and dtypes without computing anything, which is what lets torch.compile trace the op with
-fullgraph=True) and the autograd formula that calls the backward op.
+fullgraph=True) and the autograd formula that calls the backward op. The backward op gets an
+autograd formula too: the second derivative where the op has one (formula ops), else one clear
+error when something differentiates it (a gradient penalty, a Hessian-vector product).
 """
 
 from __future__ import annotations
 
 import functools
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
 import torch
@@ -35,11 +37,19 @@ def output_like(op: str, names: Sequence[str], tensors: Sequence[torch.Tensor]) 
     return torch.broadcast_shapes(*(t.shape for t in tensors)), functools.reduce(torch.promote_types, deciding)
 
 
-def register_tensor_op(op: str, input_names: Sequence[str], *, saves: Literal["inputs", "output"] = "inputs") -> None:
+def register_tensor_op(
+    op: str,
+    input_names: Sequence[str],
+    *,
+    saves: Literal["inputs", "output"] = "inputs",
+    double_backward: Callable[..., Sequence[Any]] | None = None,
+) -> None:
     """Fake kernels and autograd for ``torch.ops.generated_ops.<op>``, whose tensor arguments are ``input_names``.
 
     ``saves`` is what the backward op reads besides the incoming gradient: the forward's inputs
-    (most ops), or its output (softmax, whose gradient is cheapest from it).
+    (most ops), or its output (softmax, whose gradient is cheapest from it). ``double_backward``,
+    where given, differentiates the backward op: ``double_backward(grad_grads, grad_output, *saved,
+    *params)`` returns the gradients of grad_output and of each saved tensor.
     """
     count = len(input_names)
     backward_op = getattr(torch.ops.generated_ops, f"{op}_backward").default
@@ -74,3 +84,44 @@ def register_tensor_op(op: str, input_names: Sequence[str], *, saves: Literal["i
         )
 
     torch.library.register_autograd(f"generated_ops::{op}", backward, setup_context=setup_context)
+    if double_backward is None:
+        refuse_double_backward(op)
+        return
+
+    def backward_setup_context(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
+        ctx.save_for_backward(*inputs[: 1 + count])
+        ctx.params = inputs[1 + count :]
+
+    def backward_backward(ctx: Any, *grad_grads: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
+        tensors = ctx.saved_tensors
+        results = double_backward(grad_grads, *tensors, *ctx.params)
+        shape = grad_grads[0].shape
+        # Numbers (a second derivative of 0, say) as tensors; each summed to its tensor's shape.
+        return (
+            *(
+                torch.as_tensor(result, dtype=t.dtype, device=t.device).expand(shape).sum_to_size(t.shape).to(t.dtype)
+                if needed else None
+                for result, t, needed in zip(results, tensors, ctx.needs_input_grad)
+            ),
+            *(None for _ in ctx.params),
+        )  # fmt: skip
+
+    torch.library.register_autograd(
+        f"generated_ops::{op}_backward", backward_backward, setup_context=backward_setup_context
+    )
+
+
+def refuse_double_backward(op: str) -> None:
+    """Differentiating ``<op>_backward`` raises one clear error (its kernels have no derivative)."""
+
+    def setup_context(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
+        pass
+
+    def backward(ctx: Any, *grads: Any) -> tuple[None, ...]:
+        raise RuntimeError(
+            f"{op}: its backward is not differentiable, so {op} supports first derivatives only "
+            "(a gradient of a gradient, such as a gradient penalty or a Hessian-vector product, needs "
+            "double backward); compute that part with PyTorch ops, or give the backward op an autograd formula"
+        )
+
+    torch.library.register_autograd(f"generated_ops::{op}_backward", backward, setup_context=setup_context)

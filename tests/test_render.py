@@ -245,3 +245,64 @@ def test_missing_shared_headers_names_the_workspace_headers_an_op_lacks(workspac
     (workspace.path / "include" / "opgen" / "formula_math.h").unlink()
     (workspace.path / "include" / "opgen" / "fast_math.h").unlink()
     assert missing_shared_headers(folder, workspace) == ["opgen/fast_math.h", "opgen/formula_math.h"]
+
+
+# Stand-ins for built formula ops, in Python: the generated tests must pass the faithful ones and
+# fail each broken one. `sin(1000000*x)` is ill-conditioned in float32 everywhere (the product is
+# rounded before the sine): the faithful stand-in passes because it agrees with PyTorch in float32,
+# the broken one, off by 1e-3, fails although the formula is ill-conditioned there.
+_GEGLU = "(0.5 * x.to(c) * torch.special.erfc(-y.to(c) / 2**0.5)).to(x.dtype)"
+_FORMULA_STAND_INS = {
+    "geglu": ("x*0.5*(1+erf(y/sqrt(2)))", _GEGLU),
+    "geglu_swapped": ("x*0.5*(1+erf(y/sqrt(2)))", "(0.5 * y.to(c) * torch.special.erfc(-x.to(c) / 2**0.5)).to(x.dtype)"),
+    "geglu_tanh_approximation": (
+        "x*0.5*(1+erf(y/sqrt(2)))",
+        "(0.5 * x.to(c) * (1 + torch.tanh(0.7978845608 * (y.to(c) + 0.044715 * y.to(c) ** 3)))).to(x.dtype)",
+    ),
+    "geglu_drops_the_tail": ("x*0.5*(1+erf(y/sqrt(2)))", f"torch.where(y < -3, torch.zeros_like(x), {_GEGLU})"),
+    "geglu_wrong_gradient": (  # the right values, the gradient of another function
+        "x*0.5*(1+erf(y/sqrt(2)))",
+        f"(lambda right, wrong: right.detach() + (wrong - wrong.detach()))({_GEGLU}, 0.5 * x * torch.special.erfc(-y / 1.3))",
+    ),
+    "sine": ("sin(1000000*x)", "torch.sin(1000000.0 * x.to(c)).to(x.dtype)"),
+    "sine_off": ("sin(1000000*x)", "torch.sin(1000000.0 * x.to(c) + 1e-3).to(x.dtype)"),
+}
+
+
+def test_generated_formula_tests_pass_right_ops_and_fail_wrong_ones(workspace: Workspace, tmp_path: Path) -> None:
+    packages = tmp_path / "fakes"
+    packages.mkdir()
+    (packages / "__init__.py").write_text("")
+    rendered = {
+        formula: new_op(f"op{index}", workspace=workspace, formula=formula)
+        for index, formula in enumerate(sorted({formula for formula, _ in _FORMULA_STAND_INS.values()}))
+    }
+    for name, (formula, body) in _FORMULA_STAND_INS.items():
+        folder, package = rendered[formula], packages / name
+        package.mkdir()
+        for file in (f"test_{folder.name}.py", "reference.py"):
+            shutil.copy(folder / file, package / file)
+        inputs = re.findall(r"^INPUTS = \((.*)\)$", (folder / "__init__.py").read_text(), re.M)[0]
+        arguments = ", ".join(name.strip().strip('"') for name in inputs.split(",") if name.strip())
+        (cls,) = re.findall(r"^from \. import (\w+), \w+$", (folder / f"test_{folder.name}.py").read_text(), re.M)
+        (package / "__init__.py").write_text(
+            f"import torch\n\nINPUTS = ({inputs})\n\n\ndef {folder.name}({arguments}):\n"
+            f"    c = torch.float64 if x.dtype == torch.float64 else torch.float32\n    return {body}\n\n\n"
+            f"class {cls}(torch.nn.Module):\n    def forward(self, {arguments}):\n        return {folder.name}({arguments})\n"
+        )
+    # The comparisons with the reference (forward, backward, hostile values); gradcheck and
+    # gradgradcheck for GeGLU (finite differences cannot follow sin(1000000*x); nor can the DDP
+    # check, a float32 training step against float64, whose batch split alone moves sin(1000000*h)).
+    selection = "cpu and (forward_matches or backward_matches or nan_and_infinities or (gradcheck and not sine))"
+    result = subprocess.run(
+        [sys.executable, "-m", "pytest", str(packages), "-k", selection, "-rA", "-q", "-p", "no:cacheprovider",
+         "-c", str(workspace.path / "pytest.ini"), "--rootdir", str(tmp_path)],
+        cwd=tmp_path, env={**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(tmp_path), os.environ.get("PYTHONPATH")]))}, capture_output=True, text=True,
+    )  # fmt: skip
+    outcomes: dict[str, set[str]] = {}
+    for outcome, name in re.findall(r"^(PASSED|FAILED) fakes/(\w+)/", result.stdout, re.M):
+        outcomes.setdefault(name, set()).add(outcome)
+    assert outcomes["geglu"] == {"PASSED"} and outcomes["sine"] == {"PASSED"}, result.stdout[-3000:]
+    assert any("gradgradcheck" in line for line in result.stdout.splitlines() if "PASSED fakes/geglu/" in line)
+    broken = [name for name in _FORMULA_STAND_INS if name not in ("geglu", "sine")]
+    assert all("FAILED" in outcomes[name] for name in broken), (outcomes, result.stdout[-3000:])

@@ -12,6 +12,7 @@ absent where required).
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
@@ -342,6 +343,28 @@ class GradientSuite(OpSuite):
             want = torch.zeros_like(reference_arguments[name]) if want is None else want
             assert got.dtype == arguments[name].dtype and got.shape == arguments[name].shape, name
             assert_close(got, want, self.tolerances, dtype=dtype)
+
+    @on_devices
+    def test_double_backward_raises_a_clear_error(self, device: str) -> None:
+        # The backward op has no derivative: a gradient of a gradient fails at once, naming the op,
+        # instead of PyTorch's "autograd kernel was not registered" warning and an unrelated error.
+        arguments = self.arguments(self.shapes[1], torch.float64, device)
+        names = self.differentiable(arguments)
+        for name in names:
+            arguments[name].requires_grad_()
+        outputs = as_tuple(self.op(**arguments))
+        floats = [out for out, spec in zip(outputs, self.spec.outputs, strict=True) if spec.differentiable]
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            grads = torch.autograd.grad(
+                floats, [arguments[n] for n in names], [torch.ones_like(o) for o in floats], create_graph=True,
+                allow_unused=True,
+            )  # fmt: skip
+            used = [g for g in grads if g is not None and g.requires_grad]
+            assert used, "no gradient to differentiate"
+            with pytest.raises(RuntimeError, match=rf"{self.spec.name}: its backward is not differentiable"):
+                torch.autograd.grad(torch.stack([g.sum() for g in used]).sum(), [arguments[n] for n in names], allow_unused=True)
+        assert not [w for w in caught if "autograd kernel was not registered" in str(w.message)]
 
     @on_devices
     def test_gradcheck_float64(self, device: str) -> None:

@@ -12,6 +12,7 @@ from typing import Any, NamedTuple
 import torch
 
 from .._loading import load_op_library
+from .._registration import refuse_double_backward
 
 load_op_library(Path(__file__).resolve().parent)
 
@@ -98,3 +99,6 @@ def _backward(
 
 
 torch.library.register_autograd("generated_ops::add_rmsnorm", _backward, setup_context=_setup_context)
+# add_rmsnorm_backward has no derivative of its own: differentiating it (a gradient of a gradient)
+# raises one clear error.
+refuse_double_backward("add_rmsnorm")

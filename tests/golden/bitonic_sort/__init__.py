@@ -11,6 +11,7 @@ from typing import Any, NamedTuple
 import torch
 
 from .._loading import load_op_library
+from .._registration import refuse_double_backward
 
 load_op_library(Path(__file__).resolve().parent)
 
@@ -70,3 +71,6 @@ def _backward(
 
 
 torch.library.register_autograd("generated_ops::bitonic_sort", _backward, setup_context=_setup_context)
+# bitonic_sort_backward has no derivative of its own: differentiating it (a gradient of a gradient)
+# raises one clear error.
+refuse_double_backward("bitonic_sort")

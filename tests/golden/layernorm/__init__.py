@@ -12,6 +12,7 @@ from typing import Any
 import torch
 
 from .._loading import load_op_library
+from .._registration import refuse_double_backward
 
 load_op_library(Path(__file__).resolve().parent)
 
@@ -90,3 +91,6 @@ def _backward(ctx: Any, grad_output: torch.Tensor | None, *_: Any) -> tuple[torc
 
 
 torch.library.register_autograd("generated_ops::layernorm", _backward, setup_context=_setup_context)
+# layernorm_backward has no derivative of its own: differentiating it (a gradient of a gradient)
+# raises one clear error.
+refuse_double_backward("layernorm")

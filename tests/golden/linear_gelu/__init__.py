@@ -11,6 +11,7 @@ from typing import Any
 import torch
 
 from .._loading import load_op_library
+from .._registration import refuse_double_backward
 
 load_op_library(Path(__file__).resolve().parent)
 _op = torch.ops.generated_ops.linear_gelu.default
@@ -90,3 +91,6 @@ def _backward(ctx: Any, grad_out: torch.Tensor, _grad_preactivation: Any) -> tup
 
 
 torch.library.register_autograd("generated_ops::linear_gelu", _backward, setup_context=_setup_context)
+# linear_gelu_backward has no derivative of its own: differentiating it (a gradient of a gradient)
+# raises one clear error.
+refuse_double_backward("linear_gelu")

@@ -11,6 +11,7 @@ import torch
 
 from .._loading import load_op_library
 from .._registration import register_tensor_op
+from .reference import reference_mish_double_backward
 
 load_op_library(Path(__file__).resolve().parent)
 
@@ -40,4 +41,4 @@ class Mish(torch.nn.Module):
 
 # torch.compile's fake kernels, and autograd through mish_backward (which reads the forward's
 # input), as _registration.py registers them for every op of this shape.
-register_tensor_op("mish", INPUTS)
+register_tensor_op("mish", INPUTS, double_backward=reference_mish_double_backward)

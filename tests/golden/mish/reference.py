@@ -6,6 +6,8 @@ The tests call it on float64 copies of their inputs and differentiate it with au
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import torch
 
 
@@ -22,3 +24,24 @@ def reference_mish_gradients(grad_output: torch.Tensor, x: torch.Tensor) -> torc
     """
     _t0 = torch.nn.functional.softplus(x)
     return grad_output * ((x * (torch.cosh(_t0) ** -2) * torch.sigmoid(x)) + torch.tanh(_t0))
+
+
+def reference_mish_double_backward(
+    grad_grads: Sequence[torch.Tensor], grad_output: torch.Tensor, x: torch.Tensor
+) -> tuple[torch.Tensor | float, ...]:
+    """The backward's own gradients (of grad_output, then of each input), from the second derivatives.
+
+    The autograd formula of mish_backward (_registration.py): what makes gradients of
+    gradients work. Printed from the same derivation as the kernels; PyTorch ops, so differentiable again.
+    """
+    (_gg0,) = grad_grads
+    _t0 = torch.nn.functional.softplus(x)
+    _t1 = torch.tanh(_t0)
+    _t2 = torch.sigmoid(x)
+    _t3 = torch.cosh(_t0) ** -2
+    return (_gg0 * (_t1 + (_t2 * _t3 * x))), (
+        _gg0
+        * _t3
+        * grad_output
+        * ((2.0 * _t2) + (x * (torch.sigmoid(x) * torch.sigmoid(-x))) + (-2.0 * _t1 * x * (_t2**2)))
+    )

@@ -11,6 +11,7 @@ import torch
 
 from .._loading import load_op_library
 from .._registration import register_tensor_op
+from .reference import reference_relu_scale_double_backward
 
 load_op_library(Path(__file__).resolve().parent)
 
@@ -48,4 +49,4 @@ class ReluScale(torch.nn.Module):
 
 # torch.compile's fake kernels, and autograd through relu_scale_backward (which reads the forward's
 # input), as _registration.py registers them for every op of this shape.
-register_tensor_op("relu_scale", INPUTS)
+register_tensor_op("relu_scale", INPUTS, double_backward=reference_relu_scale_double_backward)

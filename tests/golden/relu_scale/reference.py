@@ -6,6 +6,8 @@ The tests call it on float64 copies of their inputs and differentiate it with au
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import torch
 
 
@@ -23,3 +25,16 @@ def reference_relu_scale_gradients(grad_output: torch.Tensor, x: torch.Tensor, a
     """
     alpha = x.new_tensor(alpha)
     return grad_output * torch.where((x <= 0.0), x.new_tensor(0.0), alpha)
+
+
+def reference_relu_scale_double_backward(
+    grad_grads: Sequence[torch.Tensor], grad_output: torch.Tensor, x: torch.Tensor, alpha: float = 1.5
+) -> tuple[torch.Tensor | float, ...]:
+    """The backward's own gradients (of grad_output, then of each input), from the second derivatives.
+
+    The autograd formula of relu_scale_backward (_registration.py): what makes gradients of
+    gradients work. Printed from the same derivation as the kernels; PyTorch ops, so differentiable again.
+    """
+    alpha = x.new_tensor(alpha)
+    (_gg0,) = grad_grads
+    return (_gg0 * torch.where((x <= 0.0), x.new_tensor(0.0), alpha)), 0.0

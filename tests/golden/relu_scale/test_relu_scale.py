@@ -27,6 +27,8 @@ class TestReluScale(OneInputSuite):
     shapes = [(0,), (1,), (), (7,), (3, 5), (15,), (17,), (2, 3, 129), (1, 1_048_579)]
     # Each test runs with each set of the op's extra arguments.
     params = [{"alpha": 1.5}]
+    # The backward is differentiable (second derivatives from the same derivation): gradgradcheck runs.
+    double_backward = True
 
 
 if __name__ == "__main__":

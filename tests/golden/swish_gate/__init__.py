@@ -11,6 +11,7 @@ import torch
 
 from .._loading import load_op_library
 from .._registration import register_tensor_op
+from .reference import reference_swish_gate_double_backward
 
 load_op_library(Path(__file__).resolve().parent)
 
@@ -44,4 +45,4 @@ class SwishGate(torch.nn.Module):
 
 # torch.compile's fake kernels, and autograd through swish_gate_backward (which reads the forward's
 # inputs), as _registration.py registers them for every op of this shape.
-register_tensor_op("swish_gate", INPUTS)
+register_tensor_op("swish_gate", INPUTS, double_backward=reference_swish_gate_double_backward)

@@ -6,6 +6,8 @@ The tests call it on float64 copies of their inputs and differentiate it with au
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import torch
 
 
@@ -23,3 +25,22 @@ def reference_swish_gate_gradients(
     the kernels against autograd of reference_swish_gate instead, which does not trust the derivation.
     """
     return grad_output * torch.sigmoid(y), grad_output * (x * (torch.sigmoid(y) * torch.sigmoid(-y)))
+
+
+def reference_swish_gate_double_backward(
+    grad_grads: Sequence[torch.Tensor], grad_output: torch.Tensor, x: torch.Tensor, y: torch.Tensor
+) -> tuple[torch.Tensor | float, ...]:
+    """The backward's own gradients (of grad_output, then of each input), from the second derivatives.
+
+    The autograd formula of swish_gate_backward (_registration.py): what makes gradients of
+    gradients work. Printed from the same derivation as the kernels; PyTorch ops, so differentiable again.
+    """
+    _gg0, _gg1 = grad_grads
+    _t0 = torch.sigmoid(y)
+    _t1 = torch.sigmoid(y) * torch.sigmoid(-y)
+    _t2 = _gg1 * _t1
+    return (
+        ((_gg0 * _t0) + (_t2 * x)),
+        (_t2 * grad_output),
+        (_t1 * grad_output * (_gg0 + (-1.0 * _gg1 * x * (-1.0 + (2.0 * _t0))))),
+    )

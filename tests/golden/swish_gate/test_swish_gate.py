@@ -26,6 +26,8 @@ class TestSwishGate(BroadcastSuite):
     # tolerances: the suite's DEFAULT_TOLERANCES, (rtol, atol) of a few units in the last place of
     # each dtype against the float64 reference; set {dtype: (rtol, atol)} here to change them.
     shapes = [(0,), (1,), (), (7,), (3, 5), (15,), (17,), (2, 3, 129), (1, 1_048_579)]
+    # The backward is differentiable (second derivatives from the same derivation): gradgradcheck runs.
+    double_backward = True
 
 
 if __name__ == "__main__":

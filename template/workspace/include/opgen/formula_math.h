@@ -1,5 +1,5 @@
 // The functions that the math of a formula op calls besides arithmetic and std functions, shared
-// by every op that `opgen new NAME --formula EXPR` renders (opgen/formula.py prints the calls).
+// by every op that `opgen new NAME --formula EXPR` renders (opgen/formula prints the calls).
 // Each takes kFast, true for 16-bit storage types: those use the hardware's approximations
 // (opgen/fast_math.h), exact enough for them; the others the correctly rounded std functions.
 #pragma once
@@ -105,6 +105,24 @@ C10_HOST_DEVICE T sech2(T value) {
 template <bool kFast, typename T>
 C10_HOST_DEVICE T softplus(T value) {
   return (value > T(0) ? value : T(0)) + log1p<kFast>(exp<kFast>(-std::abs(value)));
+}
+
+// log(sigmoid(v)) as min(v, 0) - log1p(e^-|v|), as torch.nn.functional.logsigmoid: the literal
+// form rounds sigmoid to 0 and gives -inf for v below -88 in float (-745 in double).
+template <bool kFast, typename T>
+C10_HOST_DEVICE T log_sigmoid(T value) {
+  return (value < T(0) ? value : T(0)) - log1p<kFast>(exp<kFast>(-std::abs(value)));
+}
+
+// log(e^a + e^b) as max(a, b) + log1p(e^-|a - b|), as torch.logaddexp: the literal form overflows
+// once either exponent passes 88 in float (709 in double). Equal infinities give themselves (the
+// difference would be NaN); NaN propagates.
+template <bool kFast, typename T>
+C10_HOST_DEVICE T logaddexp(T a, T b) {
+  if (a != a || b != b) return a + b;
+  if (a == b && (a - a) != T(0)) return a;  // both +inf or both -inf
+  const T larger = a > b ? a : b;
+  return larger + log1p<kFast>(exp<kFast>(-std::abs(a - b)));
 }
 
 // torch.sign: 0 at 0, which is also torch.abs's gradient there.

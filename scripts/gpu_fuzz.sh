@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# The H200 fuzz run (docs/fuzz): scripts/fuzz_formulas.py over a pre-drawn list, in one workspace
+# (/tmp/fuzz), build with -j 16, each op's tests in parallel processes on the one GPU. Two calls
+# on a warm machine when the build of many ops takes most of one call's 10 minutes:
+#   bash scripts/gpu_fuzz.sh render,build docs/fuzz/formulas-seed0-200.txt
+#   bash scripts/gpu_fuzz.sh build,test docs/fuzz/formulas-seed0-200.txt "cuda and not 2_31"
+set -uo pipefail
+steps=$1; list=$(realpath "$2"); selection=${3:-cuda}
+OUT=${OUT:-/tmp/opgen-out}; mkdir -p "$OUT"
+repo=$(cd "$(dirname "$0")/.." && pwd)
+if ! python3 -c "import copier" 2>/dev/null; then
+  [ -d /tmp/site/copier ] || python3 -m pip install -q --no-index --no-deps --target /tmp/site "$repo"/.whl/*.whl
+  export PYTHONPATH=/tmp/site
+fi
+python3 -m pip install -q --no-deps --no-build-isolation -e "$repo" >/dev/null 2>&1
+nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee -a "$OUT/machine.log"
+mkdir -p /tmp/fuzz && cd /tmp/fuzz
+python3 "$repo/scripts/fuzz_formulas.py" --from-list "$list" --steps "$steps" --workspace /tmp/fuzz/generated_ops \
+  -j 16 --parallel "${PARALLEL:-12}" -k "$selection" --logs "$OUT/logs" 2>&1 | tee -a "$OUT/fuzz.log" | tail -40
+status=${PIPESTATUS[0]}
+if [ -d "$OUT/logs" ]; then
+  grep -h -E "^=+ .*(passed|failed).* =+$" "$OUT"/logs/*.log | sort | uniq -c | sort -rn > "$OUT/counts.log"
+  tar czf "$OUT/logs.tar.gz" -C "$OUT" logs && rm -rf "$OUT/logs"
+fi
+exit "$status"

@@ -1,0 +1,61 @@
+"""Formula ops built and tested as a user would: the textbook forms opgen rewrites (GeGLU's among
+them) and a seeded sample of the fuzzer's formulas (scripts/fuzz_formulas.py), in one workspace and
+one CPU build; their generated tests (gradgradcheck included) must pass."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+TEXTBOOK = {
+    "geglu": "x*0.5*(1+erf(y/sqrt(2)))",
+    "textbook": "log(1 + x*x) + (exp(x) - 1) + 1/(1 + exp(-x)) + log(sigmoid(y)) + sqrt(x*x + y*y) + log(exp(x) + exp(y))",
+}
+# Two ops keep the CI build short; scripts/fuzz_formulas.py runs larger samples (docs/fuzz).
+FUZZ_SAMPLE, FUZZ_SEED = 2, 2
+
+
+def fuzz_module():  # type: ignore[no-untyped-def]
+    spec = importlib.util.spec_from_file_location("fuzz_formulas", ROOT / "scripts" / "fuzz_formulas.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module
+
+
+def opgen(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    return subprocess.run([sys.executable, "-m", "opgen", *args], cwd=cwd, env=env, capture_output=True, text=True)
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[str]]:
+    root = tmp_path_factory.mktemp("fuzz")
+    names = list(TEXTBOOK)
+    for name, formula in TEXTBOOK.items():
+        assert opgen("new", name, "--formula", formula, cwd=root).returncode == 0
+    for index, case in enumerate(fuzz_module().sample(FUZZ_SAMPLE, FUZZ_SEED)):
+        name = f"fuzz{index}"
+        result = opgen(*case.command(name)[1:], cwd=root)
+        assert result.returncode == 0, (case.formula, result.stderr)
+        names.append(name)
+    result = opgen("build", "--cpu-only", "-j", "2", *names, cwd=root)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    return root, names
+
+
+@pytest.mark.slow
+def test_textbook_forms_and_the_fuzz_sample_pass_their_generated_tests(built: tuple[Path, list[str]]) -> None:
+    root, names = built
+    # The checks against the reference, hostile values, gradcheck and gradgradcheck, on the CPU.
+    selection = "cpu and (matches_reference or nan_and_infinities or gradcheck or gradgradcheck)"
+    result = opgen("test", *names, "-k", selection, cwd=root)
+    assert result.returncode == 0, result.stdout[-4000:]
+    assert " passed" in result.stdout and " failed" not in result.stdout, result.stdout[-4000:]
