@@ -24,7 +24,7 @@ NORMS = {
 # (the run on the GPU machine takes them all).
 SELECTION = (
     "cpu and (forward_matches or backward_matches or gradcheck or parameters_absent or constant or huge "
-    "or one_row or default_eps or only_the_sum or deterministic or drop_in or opcheck "
+    "or one_row or default_eps or outputs_and_their or deterministic or drop_in or opcheck "
     "or (every_kernel_path and float64))"
 )
 

@@ -108,13 +108,13 @@ template <typename T, typename W>
 struct ForwardArgs {
   using M = at::opmath_type<T>;
   T* y;
-  T* sum;               // x + residual, when the op adds one
+  T* sum;  // x + residual, when the op adds one
   const T* x;
-  const T* residual;    // or null
-  const W* weight;      // or null: 1
-  const W* bias;        // or null: 0
-  M* mean;              // a row; null for RMSNorm
-  M* rstd;              // a row
+  const T* residual;  // or null
+  const W* weight;    // or null: 1
+  const W* bias;      // or null: 0
+  M* mean;            // a row; null for RMSNorm
+  M* rstd;            // a row
   int64_t rows;
   int64_t cols;
   M eps;
@@ -125,13 +125,13 @@ struct BackwardArgs {
   using M = at::opmath_type<T>;
   T* dx;
   const T* dy;
-  const T* x;           // the normalized input: x, or the sum x + residual
-  const T* dsum;        // the gradient of the sum output, or null
-  const W* weight;      // or null
-  const M* mean;        // null for RMSNorm
+  const T* x;       // the normalized input: x, or the sum x + residual
+  const T* dsum;    // the gradient of the sum output, or null
+  const W* weight;  // or null
+  const M* mean;    // null for RMSNorm
   const M* rstd;
-  M* partial_dweight;   // [partials][cols], or null when there is no weight
-  M* partial_dbias;     // [partials][cols], or null when there is no bias
+  M* partial_dweight;  // [partials][cols], or null when there is no weight
+  M* partial_dbias;    // [partials][cols], or null when there is no bias
   int64_t rows;
   int64_t cols;
 };
@@ -180,8 +180,8 @@ __device__ __forceinline__ State row_allreduce(State value, Combine combine, Sta
                                                State* published, int cluster_blocks) {
   value = group_allreduce_with<kThreadsPerRow>(value, combine, State{}, scratch);
   if (cluster_blocks > 1) {
-    value = row_engine::cluster_allreduce<Reduction<State, Combine>>(value, published,
-                                                                    cluster_blocks);
+    value =
+        row_engine::cluster_allreduce<Reduction<State, Combine>>(value, published, cluster_blocks);
   }
   return value;
 }
@@ -444,7 +444,8 @@ __global__ void __launch_bounds__(kLongRowThreads, row_engine::kMinBlocksPerSm<T
   const Combine combine;
   const auto value_at = [&](int64_t i) {
     M value = static_cast<M>(a.x[i]);
-    if constexpr (kResidual) value = static_cast<M>(static_cast<T>(value + static_cast<M>(a.residual[i])));
+    if constexpr (kResidual)
+      value = static_cast<M>(static_cast<T>(value + static_cast<M>(a.residual[i])));
     return value;
   };
   for (int64_t row = blockIdx.x; row < a.rows; row += gridDim.x) {
@@ -497,7 +498,8 @@ __global__ void __launch_bounds__(kLongRowThreads, row_engine::kMinBlocksPerSm<T
     GradSums<M> sums{M(0), M(0)};
     for (int64_t c = threadIdx.x; c < a.cols; c += kLongRowThreads) {
       const M xhat = (static_cast<M>(a.x[offset + c]) - mean) * rstd;
-      const M g = product(static_cast<M>(a.dy[offset + c]), a.weight ? static_cast<M>(a.weight[c]) : M(1));
+      const M g =
+          product(static_cast<M>(a.dy[offset + c]), a.weight ? static_cast<M>(a.weight[c]) : M(1));
       sums.g += g;
       sums.g_xhat += g * xhat;
     }
@@ -507,7 +509,8 @@ __global__ void __launch_bounds__(kLongRowThreads, row_engine::kMinBlocksPerSm<T
     for (int64_t c = threadIdx.x; c < a.cols; c += kLongRowThreads) {
       const M xhat = (static_cast<M>(a.x[offset + c]) - mean) * rstd;
       const M dy = static_cast<M>(a.dy[offset + c]);
-      M dx = rstd * (product(dy, a.weight ? static_cast<M>(a.weight[c]) : M(1)) - mean_g - xhat * mean_g_xhat);
+      M dx = rstd * (product(dy, a.weight ? static_cast<M>(a.weight[c]) : M(1)) - mean_g -
+                     xhat * mean_g_xhat);
       if constexpr (kResidual) {
         if (a.dsum != nullptr) dx += static_cast<M>(a.dsum[offset + c]);
       }
@@ -544,11 +547,11 @@ __global__ void __launch_bounds__(kSumCols* kSumLanes)
 }
 
 template <typename W, typename Acc>
-void sum_partials(W* out, const Acc* partial, int64_t partials, int64_t cols,
-                  cudaStream_t stream) {
+void sum_partials(W* out, const Acc* partial, int64_t partials, int64_t cols, cudaStream_t stream) {
   const int64_t blocks = ceil_div(cols, kSumCols);
-  sum_partials_kernel<W, Acc><<<static_cast<unsigned>(blocks), dim3(kSumCols, kSumLanes), 0, stream>>>(
-      out, partial, partials, cols);
+  sum_partials_kernel<W, Acc>
+      <<<static_cast<unsigned>(blocks), dim3(kSumCols, kSumLanes), 0, stream>>>(out, partial,
+                                                                                partials, cols);
   OPGEN_CHECK_LAUNCH();
 }
 
@@ -557,7 +560,8 @@ void sum_partials(W* out, const Acc* partial, int64_t partials, int64_t cols,
 // Values a thread holds: 32 in the forward (x), 16 in the backward, which also holds dy and two
 // float accumulators a value, and would spill at 32.
 template <bool kBackward>
-constexpr int kColsPerThreadMax = kBackward ? kRegisterRowColsPerThread / 2 : kRegisterRowColsPerThread;
+constexpr int kColsPerThreadMax =
+    kBackward ? kRegisterRowColsPerThread / 2 : kRegisterRowColsPerThread;
 
 // double runs one value a thread step on at most 128 threads a row: correct, not tuned.
 template <typename T>
@@ -619,20 +623,20 @@ using IntConstant = std::integral_constant<int, N>;
 // as the row engine's launch_warp_rows sizes its kernels: capacities from two packs a thread,
 // times 2 on the 16-byte path (4 on the one-value path, correct but not tuned), narrow rows
 // sharing a warp, wider ones more values a thread up to kColsPerThreadMax, then more threads.
-template <typename T, bool kBackward, int kPack, int kCapacity = std::max(2 * kPack, 4),
-          typename F>
+template <typename T, bool kBackward, int kPack, int kCapacity = std::max(2 * kPack, 4), typename F>
 void with_register_shape(int64_t cols, F&& f) {
   constexpr int64_t kMax = kRegisterCols<T, kBackward>;
   static_assert(kMax % kCapacity == 0, "capacities grow to the maximum");
   if constexpr (kCapacity < kMax) {
     if (cols > kCapacity) {
-      constexpr int kNext =
-          static_cast<int>(std::min<int64_t>(kMax, int64_t{row_engine::kCapacityStep<kPack>} * kCapacity));
+      constexpr int kNext = static_cast<int>(
+          std::min<int64_t>(kMax, int64_t{row_engine::kCapacityStep<kPack>} * kCapacity));
       with_register_shape<T, kBackward, kPack, kNext>(cols, std::forward<F>(f));
       return;
     }
   }
-  constexpr int kColsPerThread = std::clamp(kCapacity / kWarpSize, 2 * kPack, kColsPerThreadMax<kBackward>);
+  constexpr int kColsPerThread =
+      std::clamp(kCapacity / kWarpSize, 2 * kPack, kColsPerThreadMax<kBackward>);
   f(IntConstant<kColsPerThread>(), IntConstant<kCapacity / kColsPerThread>());
 }
 
@@ -662,7 +666,8 @@ void launch_forward_with(const ForwardArgs<T, W>& a, cudaStream_t stream) {
     if (cluster > 0) {
       const int64_t slice_cols = ceil_div(ceil_div(a.cols, cluster), kPack) * kPack;
       const int64_t clusters = std::min<int64_t>(a.rows, std::numeric_limits<int>::max() / cluster);
-      launch_grid(kernel, Launch{clusters * cluster, cluster, slice_cols, kMaxRowThreads}, stream, a);
+      launch_grid(kernel, Launch{clusters * cluster, cluster, slice_cols, kMaxRowThreads}, stream,
+                  a);
       return;
     }
   }
@@ -711,14 +716,16 @@ struct Partials {
 };
 
 template <typename T, typename W, bool kCentered, bool kResidual, int kPack, typename MakePartials>
-int64_t launch_backward_with(BackwardArgs<T, W> a, cudaStream_t stream, MakePartials make_partials) {
+int64_t launch_backward_with(BackwardArgs<T, W> a, cudaStream_t stream,
+                             MakePartials make_partials) {
   using M = at::opmath_type<T>;
   if (a.cols <= kRegisterCols<T, true>) {
     int64_t partials = 0;
     with_register_shape<T, true, kPack>(a.cols, [&](auto cols_per_thread, auto threads_per_row) {
       constexpr int kThreadsPerRow = decltype(threads_per_row)::value;
-      constexpr auto kernel = backward_rows_kernel<T, W, kCentered, kResidual, kPack,
-                                                   decltype(cols_per_thread)::value, kThreadsPerRow>;
+      constexpr auto kernel =
+          backward_rows_kernel<T, W, kCentered, kResidual, kPack, decltype(cols_per_thread)::value,
+                               kThreadsPerRow>;
       constexpr int kBlockThreads = block_threads_for<kThreadsPerRow>();
       // As many blocks as the GPU holds at once, each looping over rows: each writes one partial
       // row of the gradients, so their number bounds the second pass's work.
@@ -745,7 +752,8 @@ int64_t launch_backward_with(BackwardArgs<T, W> a, cudaStream_t stream, MakePart
       const Partials<M> made = make_partials(partials, false);
       a.partial_dweight = made.dweight;
       a.partial_dbias = made.dbias;
-      launch_grid(kernel, Launch{partials * cluster, cluster, slice_cols, kMaxRowThreads}, stream, a);
+      launch_grid(kernel, Launch{partials * cluster, cluster, slice_cols, kMaxRowThreads}, stream,
+                  a);
       return partials;
     }
   }
@@ -762,7 +770,8 @@ int64_t launch_backward_with(BackwardArgs<T, W> a, cudaStream_t stream, MakePart
 // dx for every row, and the weight and bias gradients' partial rows; returns how many partial
 // rows it wrote (make_partials(count, zeroed) makes them), for sum_partials to add.
 template <typename T, typename W, bool kCentered, bool kResidual, typename MakePartials>
-int64_t launch_backward(const BackwardArgs<T, W>& a, cudaStream_t stream, MakePartials make_partials) {
+int64_t launch_backward(const BackwardArgs<T, W>& a, cudaStream_t stream,
+                        MakePartials make_partials) {
   if (a.rows == 0 || a.cols == 0) return 0;
   constexpr int kPack = kPackOf<T>;
   const T* tensors[] = {a.dx, a.dy, a.x, a.dsum};
