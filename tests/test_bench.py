@@ -6,6 +6,7 @@ import math
 import random
 import statistics
 import time
+from typing import Any
 
 import pytest
 import torch
@@ -90,3 +91,40 @@ def test_a_workload_moves_each_tensor_once_and_draws_fresh_inputs() -> None:
     first, second = small.make_inputs(), small.make_inputs()
     assert len(first) == 2 and first[0].dtype == torch.bfloat16 and first[0].shape == (2**17,)
     assert not torch.equal(first[0], second[0]) and bool(first[0].ne(0).any())
+
+
+_TORCH_COMPILE = torch.compile
+
+
+def _graphs_captured_by(compile_for: Any, shapes: list[tuple[int, ...]], monkeypatch: pytest.MonkeyPatch) -> list[bool]:
+    """For each shape in turn: did the graph torch.compile captured for it have symbolic sizes?
+
+    ``compile_for(fn)`` gives the compiled function to call for one shape. Dynamo's graphs go to
+    a recording backend instead of inductor, so the test traces but compiles no code.
+    """
+    dynamic: list[bool] = []
+
+    def recording_backend(graph: torch.fx.GraphModule, example_inputs: list[Any]) -> Any:
+        dynamic.append(any(isinstance(v, torch.SymInt) or not isinstance(v, torch.Tensor) for v in example_inputs))
+        return graph.forward
+
+    monkeypatch.setattr(torch, "compile", lambda fn, **kw: _TORCH_COMPILE(fn, backend=recording_backend, **kw))
+    fn = lambda t: torch.softmax(t, -1) * 2  # noqa: E731
+    for shape in shapes:
+        compile_for(fn)(torch.randn(shape))
+    return dynamic
+
+
+def test_the_compile_contender_is_static_for_every_shape_of_a_sweep(monkeypatch: pytest.MonkeyPatch) -> None:
+    shapes = [(4, 8), (16, 8), (64, 32)]
+    assert _graphs_captured_by(bench.compiled_for_this_shape, shapes, monkeypatch) == [False, False, False]
+    # What the bench did before: one compiled function reused across the sweep goes dynamic on
+    # the second shape, which is the slower code a user of one shape never runs.
+    torch._dynamo.reset()
+    once: dict[str, Any] = {}
+
+    def compiled_once(fn: Any) -> Any:
+        return once.setdefault("fn", torch.compile(fn))
+
+    captured = _graphs_captured_by(compiled_once, shapes, monkeypatch)
+    assert captured[0] is False and True in captured[1:]
