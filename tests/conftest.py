@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
@@ -22,3 +23,26 @@ def relu_workspace(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Workspace
     workspace = Workspace.locate(tmp_path / "generated_ops")
     new_op("relu", workspace=workspace)
     return workspace
+
+
+@pytest.fixture
+def torch_built_with_cuda(monkeypatch: pytest.MonkeyPatch) -> str:
+    """The workspace's build settings see a CUDA 13.0 build of torch, whatever torch is installed.
+
+    Tests that mock a CUDA toolkit need this too: with a CPU build of torch the settings rightly
+    compile CPU kernels only, since such a torch cannot load CUDA kernels.
+    """
+    from opgen import build
+
+    load = build.load_build_config
+
+    def load_with_cuda_torch(workspace: Workspace) -> ModuleType | None:
+        config = load(workspace)
+        torch_build = getattr(config, "torch_build", None)  # None too for a test's broken file
+        if torch_build is not None:
+            version, _, git = torch_build()
+            monkeypatch.setattr(config, "torch_build", lambda: (version, "13.0", git))
+        return config
+
+    monkeypatch.setattr(build, "load_build_config", load_with_cuda_torch)
+    return "13.0"

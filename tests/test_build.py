@@ -345,6 +345,7 @@ def test_real_build_is_incremental_and_skips_setup_when_nothing_changed(relu_wor
     assert "relu: compiled relu_cpu.cpp (1/1)\nrelu: linking\nrelu: built in " in result.stdout
 
 
+@pytest.mark.usefixtures("torch_built_with_cuda")
 def test_build_setup_resolves_the_settings_build_list_and_dev_share(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

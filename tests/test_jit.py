@@ -40,6 +40,7 @@ def test_plan_takes_sources_and_flags_from_setup_py(relu_workspace: Workspace) -
     assert plan.folder.name.endswith("-cpu") and plan.mode.startswith("CPU kernels only")
 
 
+@pytest.mark.usefixtures("torch_built_with_cuda")
 def test_plan_for_cuda_names_the_toolkit_and_architectures(
     relu_workspace: Workspace, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
