@@ -60,9 +60,7 @@ NVCC_FLAGS = [
 
 def discover_ops() -> list[str]:
     """The op folders to build, sorted; restricted to OPGEN_OPS when set."""
-    ops = sorted(
-        path.name for path in WORKSPACE.iterdir() if (path / "__init__.py").is_file() and (path / "csrc").is_dir()
-    )
+    ops = build_config.op_names()
     selected = os.environ.get("OPGEN_OPS")
     if selected:
         wanted = {name.strip() for name in selected.split(",") if name.strip()}

@@ -12,7 +12,6 @@ linking, done) for a live display on a terminal or plain lines in a CI log.
 
 from __future__ import annotations
 
-import importlib.util
 import math
 import os
 import re
@@ -23,8 +22,7 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from types import ModuleType
-from typing import Any, ClassVar
+from typing import ClassVar
 
 from rich.console import Console, RenderableType
 from rich.live import Live
@@ -33,6 +31,7 @@ from rich.table import Table
 from rich.text import Text
 
 from opgen.errors import BuildFailed, InvalidArch
+from opgen.rules import INTERFACE, RULES_FILE, BuildRules, BuildSettings, workspace_rules
 from opgen.toolchain import CudaToolkit, find_cuda_toolkit
 from opgen.workspace import Workspace
 
@@ -42,7 +41,7 @@ GIB_PER_CUDA_JOB = 2.0
 GIB_PER_CXX_JOB = 1.0
 
 # The workspace file that decides what a build compiles and when an op is up to date.
-BUILD_CONFIG_FILE = "_build_config.py"
+BUILD_CONFIG_FILE = RULES_FILE
 
 # gcc/clang "file:12:5: error: ...", nvcc "file(41): error: ...", and "fatal error: ...".
 _COMPILER_ERROR = re.compile(r"\berror\s*:", re.IGNORECASE)
@@ -202,26 +201,7 @@ def parse_arch_list(value: str, source: str = "--arch") -> str:
 # The workspace's build configuration
 
 
-def load_build_config(workspace: Workspace) -> ModuleType | None:
-    """The workspace's _build_config.py as a module, or None when it has none or it fails to load.
-
-    None only costs speed: the build then runs setup.py, which reports a broken file itself.
-    """
-    path = workspace.path / BUILD_CONFIG_FILE
-    if not path.is_file():
-        return None
-    spec = importlib.util.spec_from_file_location(f"_opgen_build_config_{workspace.package}", path)
-    if spec is None or spec.loader is None:
-        return None
-    module = importlib.util.module_from_spec(spec)
-    try:
-        spec.loader.exec_module(module)
-    except Exception:  # the user's edited file: whatever it raises, setup.py will say it better
-        return None
-    return module
-
-
-def _torch_has_cuda(config: ModuleType | None) -> bool:
+def _torch_has_cuda(config: BuildRules | None) -> bool:
     """Whether torch is a CUDA build, read without importing torch where the workspace can."""
     if config is not None:
         try:
@@ -239,7 +219,7 @@ def build_env(
     cpu_only: bool,
     jobs: int | None,
     arch: str | None = None,
-    config: ModuleType | None = None,
+    config: BuildRules | None = None,
 ) -> tuple[dict[str, str], CudaToolkit | None]:
     """The environment setup.py runs in: the ops, jobs, CUDA toolkit (or OPGEN_CUDA=0), architectures.
 
@@ -273,10 +253,10 @@ class BuildSetup:
     (no config, or it raised: ``problem`` says what).
     """
 
-    config: ModuleType | None
+    config: BuildRules | None
     env: dict[str, str]
     toolkit: CudaToolkit | None
-    settings: Any
+    settings: BuildSettings | None
     problem: str = ""
 
 
@@ -292,10 +272,10 @@ def build_setup(
 
     InvalidArch or CudaToolkitNotFound as build_env raises them.
     """
-    config = load_build_config(workspace)
+    config = workspace_rules(workspace.path)
     env, toolkit = build_env(ops, cpu_only=cpu_only, jobs=jobs, arch=arch, config=config)
     if config is None:
-        return BuildSetup(config, env, toolkit, None, f"no loadable {BUILD_CONFIG_FILE}")
+        return BuildSetup(config, env, toolkit, None, f"no loadable {BUILD_CONFIG_FILE} of interface {INTERFACE}")
     try:
         settings = config.resolve(env)
     except Exception as error:  # the user's edited file, or an environment it refuses
@@ -307,7 +287,7 @@ def build_setup(
     return BuildSetup(config, env, toolkit, settings)
 
 
-def stale_ops(workspace: Workspace, ops: Iterable[str], config: ModuleType, settings: Any) -> list[str]:
+def stale_ops(workspace: Workspace, ops: Iterable[str], config: BuildRules, settings: BuildSettings) -> list[str]:
     """The ``ops`` that are not up to date under ``settings``, by the workspace's own rule."""
     return [
         op for op in ops if not config.up_to_date(op, settings, config.op_library(op, workspace.path), workspace.path)

@@ -38,6 +38,7 @@ from typing import Any
 
 from opgen.build import BUILD_CONFIG_FILE, build_setup, first_compiler_error, split_arch_list
 from opgen.errors import BuildFailed, OpAlreadyLoaded, WorkspaceError
+from opgen.rules import BuildSettings
 from opgen.toolchain import CudaToolkit
 from opgen.workspace import Workspace
 
@@ -75,7 +76,7 @@ class _Plan:
     nvcc_flags: list[str]
     link_flags: list[str]
     toolkit: CudaToolkit | None
-    settings: Any  # the workspace's _build_config.Settings, as `opgen build` resolves them
+    settings: BuildSettings  # the workspace's _build_config.Settings, as `opgen build` resolves them
     env: dict[str, str]
 
     @property

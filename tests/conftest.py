@@ -1,11 +1,11 @@
 from __future__ import annotations
 
 from pathlib import Path
-from types import ModuleType
 
 import pytest
 
 from opgen.render import new_op
+from opgen.rules import BuildRules
 from opgen.workspace import Workspace
 
 
@@ -34,9 +34,9 @@ def torch_built_with_cuda(monkeypatch: pytest.MonkeyPatch) -> str:
     """
     from opgen import build
 
-    load = build.load_build_config
+    load = build.workspace_rules
 
-    def load_with_cuda_torch(workspace: Workspace) -> ModuleType | None:
+    def load_with_cuda_torch(workspace: Path) -> BuildRules | None:
         config = load(workspace)
         torch_build = getattr(config, "torch_build", None)  # None too for a test's broken file
         if torch_build is not None:
@@ -44,5 +44,5 @@ def torch_built_with_cuda(monkeypatch: pytest.MonkeyPatch) -> str:
             monkeypatch.setattr(config, "torch_build", lambda: (version, "13.0", git))
         return config
 
-    monkeypatch.setattr(build, "load_build_config", load_with_cuda_torch)
+    monkeypatch.setattr(build, "workspace_rules", load_with_cuda_torch)
     return "13.0"

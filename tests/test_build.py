@@ -6,7 +6,6 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from types import ModuleType
 
 import pytest
 from rich.console import Console
@@ -21,13 +20,13 @@ from opgen.build import (
     build_ops,
     default_jobs,
     first_compiler_error,
-    load_build_config,
     parse_arch_list,
     progress_display,
     stale_ops,
 )
 from opgen.errors import BuildFailed, InvalidArch
 from opgen.render import new_op
+from opgen.rules import BuildRules, workspace_rules
 from opgen.workspace import Workspace
 
 CPU_ENV = {"OPGEN_CUDA": "0"}
@@ -148,11 +147,11 @@ def test_logs_get_plain_lines_and_terminals_a_live_table() -> None:
 
 
 @pytest.fixture
-def built_ws(workspace: Workspace) -> tuple[Workspace, ModuleType]:
+def built_ws(workspace: Workspace) -> tuple[Workspace, BuildRules]:
     """A workspace whose relu and gelu look freshly built (CPU only) as setup.py leaves them."""
     for op in ("relu", "gelu"):
         new_op(op, workspace=workspace)
-    config = load_build_config(workspace)
+    config = workspace_rules(workspace.path)
     assert config is not None
     settings = config.resolve(CPU_ENV)
     for op in ("relu", "gelu"):
@@ -173,7 +172,7 @@ def touch_later(path: Path) -> None:
     os.utime(path, (later, later))
 
 
-def stale(workspace: Workspace, config: ModuleType, env: dict[str, str] = CPU_ENV) -> list[str]:
+def stale(workspace: Workspace, config: BuildRules, env: dict[str, str] = CPU_ENV) -> list[str]:
     return stale_ops(workspace, ["gelu", "relu"], config, config.resolve(env))
 
 
@@ -183,7 +182,7 @@ def test_cuda_side_sources_compile_only_with_cuda(workspace: Workspace) -> None:
     # its CPU kernel.
     new_op("softmax", workspace=workspace)
     new_op("cuda_cpu_mix", workspace=workspace)
-    config = load_build_config(workspace)
+    config = workspace_rules(workspace.path)
     assert config is not None
 
     def names(op: str, with_cuda: bool) -> list[str]:
@@ -194,7 +193,7 @@ def test_cuda_side_sources_compile_only_with_cuda(workspace: Workspace) -> None:
     assert names("cuda_cpu_mix", False) == ["cuda_cpu_mix.cpp", "cuda_cpu_mix_cpu.cpp"]
 
 
-def test_fresh_build_is_up_to_date(built_ws: tuple[Workspace, ModuleType]) -> None:
+def test_fresh_build_is_up_to_date(built_ws: tuple[Workspace, BuildRules]) -> None:
     workspace, config = built_ws
     assert stale(workspace, config) == []
 
@@ -203,7 +202,7 @@ def test_fresh_build_is_up_to_date(built_ws: tuple[Workspace, ModuleType]) -> No
     "changed",
     ["relu/csrc/relu_cpu.cpp", "relu/csrc/relu_cuda.cu", "include/opgen/elementwise.cuh", "setup.py"],
 )
-def test_a_touched_input_makes_the_ops_using_it_stale(built_ws: tuple[Workspace, ModuleType], changed: str) -> None:
+def test_a_touched_input_makes_the_ops_using_it_stale(built_ws: tuple[Workspace, BuildRules], changed: str) -> None:
     workspace, config = built_ws
     touch_later(workspace.path / changed)
     expected = {
@@ -215,14 +214,14 @@ def test_a_touched_input_makes_the_ops_using_it_stale(built_ws: tuple[Workspace,
     assert stale(workspace, config) == expected
 
 
-def test_a_changed_setting_makes_every_op_stale(built_ws: tuple[Workspace, ModuleType]) -> None:
+def test_a_changed_setting_makes_every_op_stale(built_ws: tuple[Workspace, BuildRules]) -> None:
     workspace, config = built_ws
     assert stale(workspace, config, {**CPU_ENV, "CXXFLAGS": "-g"}) == ["gelu", "relu"]
     assert stale(workspace, config, {**CPU_ENV, "TORCH_CUDA_ARCH_LIST": "8.0"}) == []  # no CUDA: arch is moot
 
 
 def test_a_changed_cuda_arch_makes_every_op_stale(
-    built_ws: tuple[Workspace, ModuleType], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    built_ws: tuple[Workspace, BuildRules], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     workspace, config = built_ws
     toolkit = tmp_path / "cuda"
@@ -243,7 +242,7 @@ def test_a_changed_cuda_arch_makes_every_op_stale(
 
 
 def test_added_or_removed_sources_and_missing_library_make_the_op_stale(
-    built_ws: tuple[Workspace, ModuleType],
+    built_ws: tuple[Workspace, BuildRules],
 ) -> None:
     workspace, config = built_ws
     extra = workspace.op_dir("relu") / "csrc" / "relu_extra.cpp"
@@ -259,7 +258,7 @@ def test_added_or_removed_sources_and_missing_library_make_the_op_stale(
 
 
 def test_nothing_to_do_never_starts_setup_py(
-    built_ws: tuple[Workspace, ModuleType], monkeypatch: pytest.MonkeyPatch
+    built_ws: tuple[Workspace, BuildRules], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     workspace, _ = built_ws
 
@@ -293,7 +292,7 @@ raise SystemExit(1 if "gelu" in os.environ["OPGEN_OPS"] else 0)
 
 
 def test_only_stale_ops_go_to_setup_py_and_a_failure_is_reported(
-    built_ws: tuple[Workspace, ModuleType],
+    built_ws: tuple[Workspace, BuildRules],
 ) -> None:
     workspace, _ = built_ws
     setup = workspace.path / "setup.py"
@@ -367,6 +366,11 @@ def test_build_setup_resolves_the_settings_build_list_and_dev_share(
     monkeypatch.setenv("OPGEN_CUDA", "0")
     cpu = build.build_setup(workspace, ["relu"], jobs=1)
     assert cpu.toolkit is None and cpu.settings is not None and not cpu.settings.with_cuda
-    (workspace.path / "_build_config.py").write_text("def resolve(environ):\n    raise ValueError('edited wrongly')\n")
+    edited = "INTERFACE = 2\n\ndef resolve(environ):\n    raise ValueError('edited wrongly')\n"
+    (workspace.path / "_build_config.py").write_text(edited)
     broken = build.build_setup(workspace, ["relu"], jobs=1)
     assert broken.config is not None and broken.settings is None and broken.problem == "edited wrongly"
+    # An older form of the file (no INTERFACE 2) is not called at all: setup.py decides.
+    (workspace.path / "_build_config.py").write_text(edited.replace("INTERFACE = 2", "INTERFACE = 1"))
+    older = build.build_setup(workspace, ["relu"], jobs=1)
+    assert older.config is None and older.problem == "no loadable _build_config.py of interface 2"
