@@ -42,6 +42,7 @@ class BuildRules(Protocol):
 
     INTERFACE: int
     DEFAULT_CUDA_ARCH: str
+    EVENT_KEY: str  # setup.py's JSON progress lines start with this key (event_line)
 
     def torch_build(self) -> tuple[str, str | None, str]: ...
     def resolve(self, environ: Mapping[str, str] | None = None) -> BuildSettings: ...

@@ -26,7 +26,7 @@ from opgen.build import (
 )
 from opgen.errors import BuildFailed, InvalidArch
 from opgen.render import new_op
-from opgen.rules import BuildRules, workspace_rules
+from opgen.rules import BuildRules, opgen_rules, workspace_rules
 from opgen.workspace import Workspace
 
 CPU_ENV = {"OPGEN_CUDA": "0"}
@@ -77,20 +77,21 @@ def test_arch_lists_are_normalized_or_refused() -> None:
         build_env(["relu"], cpu_only=True, jobs=1, arch="sm_90")
 
 
-SETUP_LOG = """\
-opgen-build: CPU and CUDA kernels, CUDA architectures 9.0, toolkit /usr/local/cuda; ops: relu, gelu
+EVENT = opgen_rules().event_line
+SETUP_LOG = f"""\
+{EVENT(phase="settings", describe="CPU and CUDA kernels, CUDA architectures 9.0, toolkit /usr/local/cuda",
+       cuda_arch_list="9.0", ops=["relu", "gelu"])}
 running build_ext
-opgen-phase: relu compiling
+{EVENT(op="relu", phase="compiling")}
 [1/2] c++ -MMD -MF /ws/build/temp/relu/csrc/relu_cpu.o.d -O3 -c -c /ws/relu/csrc/relu_cpu.cpp -o /ws/build/relu_cpu.o
 [2/2] /usr/local/cuda/bin/nvcc --generate-dependencies-with-compile -c /ws/relu/csrc/relu_cuda.cu -o /ws/relu_cuda.o
-opgen-phase: relu linking
+{EVENT(op="relu", phase="linking")}
 g++ -shared /ws/build/relu_cpu.o /ws/relu_cuda.o -o build/lib/ws/relu/_C.abi3.so
-opgen-op: relu built 41.5
-opgen-phase: gelu compiling
+{EVENT(op="relu", phase="built", seconds=41.5, error="")}
+{EVENT(op="gelu", phase="compiling")}
 FAILED: /ws/build/temp/gelu/csrc/gelu_cpu.o
-/ws/gelu/csrc/gelu_cpu.cpp:7:3: error: expected ';' before '}' token
-opgen-op-error: gelu: Error compiling objects for extension
-opgen-op: gelu failed 3.0
+/ws/gelu/csrc/gelu_cpu.cpp:7:3: error: expected ';' before '}}' token
+{EVENT(op="gelu", phase="failed", seconds=3.0, error="error: command 'ninja' failed with exit code 1")}
 """
 
 
@@ -112,6 +113,7 @@ def test_setup_output_becomes_events_and_plain_progress_lines() -> None:
         "gelu: failed in 3.0 s",
     ]
     assert reader.mode == "CPU and CUDA kernels, CUDA architectures 9.0, toolkit /usr/local/cuda"
+    assert reader.architectures == "9.0"
     relu, gelu = reader.outcomes(SETUP_LOG)
     assert relu.compiled == ("relu_cpu.cpp", "relu_cuda.cu") and relu.seconds == 41.5
     assert gelu.status == "failed" and gelu.compiled == ()
@@ -276,17 +278,19 @@ def test_nothing_to_do_never_starts_setup_py(
 
 FAKE_SETUP = """\
 import os
-print("opgen-build: CPU kernels only (test); ops: " + os.environ["OPGEN_OPS"], flush=True)
+from _build_config import event_line
+print(event_line(phase="settings", describe="CPU kernels only (test)", cuda_arch_list=None,
+                 ops=os.environ["OPGEN_OPS"].split(",")), flush=True)
 for op in os.environ["OPGEN_OPS"].split(","):
-    print(f"opgen-phase: {op} compiling", flush=True)
+    print(event_line(op=op, phase="compiling"), flush=True)
     print(f"[1/1] c++ -c -c {op}/csrc/{op}_cpu.cpp -o x.o", flush=True)
     if op == "gelu":
         print("FAILED: x.o", flush=True)
         print(f"{os.getcwd()}/{op}/csrc/{op}_cpu.cpp:3:1: error: expected unqualified-id", flush=True)
-        print(f"opgen-op: {op} failed 0.2", flush=True)
+        print(event_line(op=op, phase="failed", seconds=0.2, error="error: ninja failed"), flush=True)
     else:
-        print(f"opgen-phase: {op} linking", flush=True)
-        print(f"opgen-op: {op} built 0.3", flush=True)
+        print(event_line(op=op, phase="linking"), flush=True)
+        print(event_line(op=op, phase="built", seconds=0.3, error=""), flush=True)
 raise SystemExit(1 if "gelu" in os.environ["OPGEN_OPS"] else 0)
 """
 
@@ -301,7 +305,7 @@ def test_only_stale_ops_go_to_setup_py_and_a_failure_is_reported(
     touch_later(workspace.op_dir("relu") / "csrc" / "relu.cpp")
     events: list[BuildEvent] = []
     report = build_ops(workspace, ["relu", "gelu"], cpu_only=True, jobs=1, progress=events.append)
-    assert report.ran_setup and "ops: relu\n" in report.log  # gelu was up to date: not handed over
+    assert report.ran_setup and '"ops": ["relu"]' in report.log  # gelu was up to date: not handed over
     assert [(o.op, o.status, o.compiled) for o in report.outcomes] == [
         ("relu", "built", ("relu_cpu.cpp",)),
         ("gelu", "up-to-date", ()),

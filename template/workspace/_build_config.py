@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import ast
 import ctypes
+import json
 import importlib.machinery
 import importlib.util
 import os
@@ -67,6 +68,18 @@ COMPILER_VARIABLES = (
 # cuda.h: CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR and _MINOR.
 _CAPABILITY_MAJOR = 75
 _CAPABILITY_MINOR = 76
+
+
+# setup.py reports its progress to `opgen build` as JSON lines, each an object whose first key is
+# EVENT_KEY (its value: the event's form, 1): {"opgen_event": 1, "op": "relu", "phase": "compiling"}.
+# phase: "settings" (no op; "describe" and "cuda_arch_list" say what the build compiles with),
+# "compiling", "linking", then "built", "up-to-date" or "failed" with "seconds" (and "error").
+EVENT_KEY = "opgen_event"
+
+
+def event_line(**fields: object) -> str:
+    """One progress event of setup.py, as the JSON line `opgen build` reads."""
+    return json.dumps({EVENT_KEY: 1, **fields})
 
 
 class BuildConfigError(Exception):
