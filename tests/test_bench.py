@@ -6,6 +6,7 @@ import math
 import random
 import statistics
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -128,3 +129,42 @@ def test_the_compile_contender_is_static_for_every_shape_of_a_sweep(monkeypatch:
 
     captured = _graphs_captured_by(compiled_once, shapes, monkeypatch)
     assert captured[0] is False and True in captured[1:]
+
+
+def test_bench_options_are_checked_once_and_their_paths_travel_absolute(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from typer.testing import CliRunner
+
+    from opgen import cli
+    from opgen.bench_options import forwarded, parser
+
+    monkeypatch.chdir(tmp_path)
+    args = ["--dtype", "float32", "--json", "out/r.json", "--no-compile", "--repetitions", "7"]
+    argv = forwarded("relu", args)
+    assert argv == [
+        "--dtype",
+        "float32",
+        "--json",
+        str(tmp_path / "out" / "r.json"),
+        "--no-compile",
+        "--repetitions",
+        "7",
+    ]
+    # What the benchmark's process parses (bench_main uses the same parser) is what was asked for.
+    options = parser("relu", default_device="cpu").parse_args(argv)
+    assert (options.dtype, options.json, options.no_compile, options.repetitions) == (
+        ["float32"],
+        tmp_path / "out" / "r.json",
+        True,
+        7,
+    )
+    # Through the CLI: the benchmark gets the checked options; a wrong one is bad usage (exit 2).
+    ran: list[tuple[str, list[str]]] = []
+    monkeypatch.setattr(cli, "run_op_bench", lambda ws, op, bench_args: ran.append((op, list(bench_args))))
+    result = CliRunner().invoke(cli.app, ["bench", "relu", *args])
+    assert result.exit_code == 0 and ran == [("relu", argv)]
+    with pytest.raises(SystemExit) as bad:
+        forwarded("relu", ["--dtype", "int8"])
+    assert bad.value.code == 2
+    assert CliRunner().invoke(cli.app, ["bench", "relu", "--dtype", "int8"]).exit_code == 2
