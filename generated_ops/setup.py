@@ -47,15 +47,8 @@ def _load_build_config():
 
 build_config = _load_build_config()
 
-# The flags and sources below are also what `opgen dev` (opgen's JIT build) compiles with: it
-# reads them from this file, so an edit here applies to both builds.
-CXX_FLAGS = ["-O3", "-fopenmp"]  # at::parallel_for runs serially without OpenMP
-LINK_FLAGS = ["-fopenmp"]
-NVCC_FLAGS = [
-    "-O3",
-    "-lineinfo",  # source lines in compute-sanitizer and profiler reports, no speed cost
-    "-Xptxas=-warn-spills",
-]
+# The compiler flags live in _build_config.py (CXX_FLAGS, NVCC_FLAGS, LINK_FLAGS): `opgen dev`,
+# opgen's JIT build, compiles with them too, so an edit there applies to both builds.
 
 
 def discover_ops() -> list[str]:
@@ -194,8 +187,8 @@ def extensions(ops: list[str], settings) -> list:
                 sources=op_sources(op, with_cuda),
                 include_dirs=[str(WORKSPACE / "include")],
                 depends=[*depends, stamp],
-                extra_compile_args={"cxx": CXX_FLAGS, "nvcc": NVCC_FLAGS},
-                extra_link_args=LINK_FLAGS,
+                extra_compile_args={"cxx": build_config.CXX_FLAGS, "nvcc": build_config.NVCC_FLAGS},
+                extra_link_args=build_config.LINK_FLAGS,
                 # No Python API is used (ops register through TORCH_LIBRARY), so one binary
                 # serves every Python 3 version.
                 py_limited_api=True,

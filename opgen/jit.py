@@ -177,22 +177,6 @@ def jit_load(
     return JitBuild(name, status, library, plan.mode, time.perf_counter() - started, module)
 
 
-def _workspace_setup(ws: Workspace) -> ModuleType:
-    """The workspace's setup.py as a module (it runs setup() only as a script)."""
-    spec = importlib.util.spec_from_file_location(f"_opgen_setup_of_{ws.package}", ws.path / "setup.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    missing = [attr for attr in ("op_sources", "CXX_FLAGS", "NVCC_FLAGS", "LINK_FLAGS") if not hasattr(module, attr)]
-    if missing:
-        raise WorkspaceError(
-            path=str(ws.path),
-            reason=f"its setup.py lacks {', '.join(missing)}, which `opgen dev` builds with",
-            hint="update setup.py from a freshly rendered workspace (`opgen new <op> -w /tmp/fresh_ops`)",
-        )
-    return module
-
-
 def _plan(ws: Workspace, op: str, *, cpu_only: bool, jobs: int | None, arch: str | None = None) -> _Plan:
     import torch
 
@@ -209,8 +193,7 @@ def _plan(ws: Workspace, op: str, *, cpu_only: bool, jobs: int | None, arch: str
             reason=f"its {BUILD_CONFIG_FILE} cannot work out the build settings: {build.problem}",
             hint="fix what it names, or compare the file with a freshly rendered workspace's (`opgen new <op> -w /tmp/fresh_ops`)",
         )
-    setup = _workspace_setup(ws)
-    toolkit, settings = build.toolkit, build.settings
+    config, toolkit, settings = build.config, build.toolkit, build.settings
     python = f"py{sys.version_info.major}{sys.version_info.minor}"
     if toolkit is None:
         configuration = f"torch{torch.__version__}-{python}-cpu"
@@ -223,11 +206,11 @@ def _plan(ws: Workspace, op: str, *, cpu_only: bool, jobs: int | None, arch: str
         workspace=ws.path,
         library_name=f"{ws.package}_{op}",
         folder=ws.path / "build" / "jit" / op / re.sub(r"[^A-Za-z0-9._-]", "_", configuration),
-        sources=[str(ws.path / source) for source in setup.op_sources(op, toolkit is not None)],
+        sources=[str(source) for source in config.op_sources(op, toolkit is not None, ws.path)],
         include_dirs=[str(ws.path / "include")],
-        cxx_flags=list(setup.CXX_FLAGS),
-        nvcc_flags=list(setup.NVCC_FLAGS),
-        link_flags=list(setup.LINK_FLAGS),
+        cxx_flags=list(config.CXX_FLAGS),
+        nvcc_flags=list(config.NVCC_FLAGS),
+        link_flags=list(config.LINK_FLAGS),
         toolkit=toolkit,
         settings=settings,
         env=build.env,

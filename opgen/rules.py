@@ -43,6 +43,9 @@ class BuildRules(Protocol):
     INTERFACE: int
     DEFAULT_CUDA_ARCH: str
     EVENT_KEY: str  # setup.py's JSON progress lines start with this key (event_line)
+    CXX_FLAGS: list[str]
+    NVCC_FLAGS: list[str]
+    LINK_FLAGS: list[str]
 
     def torch_build(self) -> tuple[str, str | None, str]: ...
     def resolve(self, environ: Mapping[str, str] | None = None) -> BuildSettings: ...

@@ -45,6 +45,15 @@ INTERFACE = 2
 # would multiply CUDA compile time by about ten. Set TORCH_CUDA_ARCH_LIST for another GPU.
 DEFAULT_CUDA_ARCH = "9.0"
 
+# The compiler flags of every op, for `opgen build` (setup.py) and `opgen dev` (opgen's JIT build).
+CXX_FLAGS = ["-O3", "-fopenmp"]  # at::parallel_for runs serially without OpenMP
+LINK_FLAGS = ["-fopenmp"]
+NVCC_FLAGS = [
+    "-O3",
+    "-lineinfo",  # source lines in compute-sanitizer and profiler reports, no speed cost
+    "-Xptxas=-warn-spills",
+]
+
 # What counts as a header: a change to one rebuilds the op (ninja then recompiles only the
 # translation units that include it, from the dependencies the compilers record).
 HEADER_SUFFIXES = (".h", ".hh", ".hpp", ".hxx", ".cuh", ".inl", ".inc")
