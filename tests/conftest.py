@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import shutil
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -16,13 +18,38 @@ def workspace(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Workspace:
     return Workspace.locate(tmp_path / "ops_ws")
 
 
+# An op to render: its name, or its name and new_op's keyword arguments.
+OpToRender = str | tuple[str, dict[str, object]]
+
+
+@pytest.fixture(scope="session")
+def rendered(tmp_path_factory: pytest.TempPathFactory) -> Callable[..., Workspace]:
+    """``rendered(destination, *ops)``: a fresh copy at ``destination`` of a workspace holding ``ops``.
+
+    Each combination is rendered once per test process (copier takes 1-2 s an op) and copied
+    (milliseconds) for every test that asks for it, so tests still own, and may edit, their copy.
+    """
+    renders: dict[tuple[object, ...], Path] = {}
+
+    def workspace_with(destination: Path, *ops: OpToRender) -> Workspace:
+        calls = [(op, {}) if isinstance(op, str) else op for op in ops]
+        key = (destination.name, *((name, tuple(sorted(kwargs.items()))) for name, kwargs in calls))
+        if key not in renders:
+            source = tmp_path_factory.mktemp("rendered") / destination.name
+            for name, kwargs in calls:
+                new_op(name, workspace=Workspace.locate(source), **kwargs)  # type: ignore[arg-type]
+            renders[key] = source
+        shutil.copytree(renders[key], destination, symlinks=True)
+        return Workspace.locate(destination)
+
+    return workspace_with
+
+
 @pytest.fixture
-def relu_workspace(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Workspace:
+def relu_workspace(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, rendered: Callable[..., Workspace]) -> Workspace:
     """A fresh workspace named generated_ops holding relu (rendered, not built)."""
     monkeypatch.delenv("OPGEN_WORKSPACE", raising=False)
-    workspace = Workspace.locate(tmp_path / "generated_ops")
-    new_op("relu", workspace=workspace)
-    return workspace
+    return rendered(tmp_path / "generated_ops", "relu")
 
 
 @pytest.fixture

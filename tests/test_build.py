@@ -5,6 +5,7 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -79,8 +80,14 @@ def test_arch_lists_are_normalized_or_refused() -> None:
 
 EVENT = opgen_rules().event_line
 SETUP_LOG = f"""\
-{EVENT(phase="settings", describe="CPU and CUDA kernels, CUDA architectures 9.0, toolkit /usr/local/cuda",
-       cuda_arch_list="9.0", ops=["relu", "gelu"])}
+{
+    EVENT(
+        phase="settings",
+        describe="CPU and CUDA kernels, CUDA architectures 9.0, toolkit /usr/local/cuda",
+        cuda_arch_list="9.0",
+        ops=["relu", "gelu"],
+    )
+}
 running build_ext
 {EVENT(op="relu", phase="compiling")}
 [1/2] c++ -MMD -MF /ws/build/temp/relu/csrc/relu_cpu.o.d -O3 -c -c /ws/relu/csrc/relu_cpu.cpp -o /ws/build/relu_cpu.o
@@ -149,10 +156,9 @@ def test_logs_get_plain_lines_and_terminals_a_live_table() -> None:
 
 
 @pytest.fixture
-def built_ws(workspace: Workspace) -> tuple[Workspace, BuildRules]:
+def built_ws(workspace: Workspace, rendered: Callable[..., Workspace]) -> tuple[Workspace, BuildRules]:
     """A workspace whose relu and gelu look freshly built (CPU only) as setup.py leaves them."""
-    for op in ("relu", "gelu"):
-        new_op(op, workspace=workspace)
+    rendered(workspace.path, "relu", "gelu")
     config = workspace_rules(workspace.path)
     assert config is not None
     settings = config.resolve(CPU_ENV)
@@ -350,12 +356,11 @@ def test_real_build_is_incremental_and_skips_setup_when_nothing_changed(relu_wor
 
 @pytest.mark.usefixtures("torch_built_with_cuda")
 def test_build_setup_resolves_the_settings_build_list_and_dev_share(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, relu_workspace: Workspace
 ) -> None:
     from opgen.toolchain import CudaToolkit
 
-    workspace = Workspace.locate(tmp_path / "generated_ops")
-    new_op("relu", workspace=workspace)
+    workspace = relu_workspace
     home = tmp_path / "cuda"
     (home / "lib64").mkdir(parents=True)
     (home / "lib64" / "libcudart.so").write_bytes(b"")  # what the workspace's settings check for

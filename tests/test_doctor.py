@@ -3,6 +3,7 @@ from __future__ import annotations
 import json
 import os
 import stat
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -65,11 +66,14 @@ def test_cuda_home_without_a_toolkit_fails_naming_the_problem_and_the_fix(
 
 
 def test_no_gpu_is_reported_and_cuda_still_compiles(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, no_gpu: None, torch_cuda_13: None
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    no_gpu: None,
+    torch_cuda_13: None,
+    rendered: Callable[..., Workspace],
 ) -> None:
     monkeypatch.setenv("CUDA_HOME", str(fake_toolkit(tmp_path / "cuda", "13.0")))
-    workspace = Workspace.locate(tmp_path / "generated_ops")
-    new_op("relu", workspace=workspace)
+    workspace = rendered(tmp_path / "generated_ops", "relu")
     report = run_doctor(workspace)
     found = statuses(report)
     assert found["GPUs"] == "warn" and found["CUDA toolkit"] == "ok" and found["workspace"] == "ok"
@@ -126,9 +130,10 @@ def test_architecture_list_order(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     assert cuda_arch_list({}, workspace) == ("8.6", "the workspace's DEFAULT_CUDA_ARCH (no GPU visible)")
 
 
-def test_architecture_list_is_the_workspace_build_configs_answer(tmp_path: Path) -> None:
-    workspace = Workspace.locate(tmp_path / "generated_ops")
-    new_op("relu", workspace=workspace)
+def test_architecture_list_is_the_workspace_build_configs_answer(
+    tmp_path: Path, rendered: Callable[..., Workspace]
+) -> None:
+    workspace = rendered(tmp_path / "generated_ops", "relu")
     env = {"TORCH_CUDA_ARCH_LIST": "8.0, 9.0"}
     assert cuda_arch_list(env, workspace) == ("8.0;9.0", "TORCH_CUDA_ARCH_LIST")  # as setup.py passes it on
     config = workspace.path / "_build_config.py"

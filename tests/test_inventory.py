@@ -7,6 +7,7 @@ import struct
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -59,11 +60,8 @@ def fake_elf(sections: dict[str, bytes]) -> bytes:
 
 
 @pytest.fixture
-def ws(workspace: Workspace) -> Workspace:
-    for op in ("relu", "softmax"):
-        new_op(op, workspace=workspace)
-    new_op("my_op", kind="rowwise", workspace=workspace)
-    return workspace
+def ws(workspace: Workspace, rendered: Callable[..., Workspace]) -> Workspace:
+    return rendered(workspace.path, "relu", "softmax", ("my_op", {"kind": "rowwise"}))
 
 
 def fake_build(workspace: Workspace, op: str, library: bytes = b"not really a library") -> Path:
@@ -284,7 +282,9 @@ def test_remove_then_build_leaves_the_op_neither_built_nor_importable(workspace:
     assert result.returncode == 0, result.stderr
 
 
-@pytest.mark.parametrize(("recipe", "kind"), [("formula", "elementwise"), ("softmax", "rowwise"), ("rowwise", "rowwise")])
+@pytest.mark.parametrize(
+    ("recipe", "kind"), [("formula", "elementwise"), ("softmax", "rowwise"), ("rowwise", "rowwise")]
+)
 def test_kind_of_each_recipe(recipe: str, kind: str) -> None:
     from opgen.inventory import _kind_of
 
