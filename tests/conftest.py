@@ -33,7 +33,7 @@ def rendered(tmp_path_factory: pytest.TempPathFactory) -> Callable[..., Workspac
 
     def workspace_with(destination: Path, *ops: OpToRender) -> Workspace:
         calls = [(op, {}) if isinstance(op, str) else op for op in ops]
-        key = (destination.name, *((name, tuple(sorted(kwargs.items()))) for name, kwargs in calls))
+        key = (destination.name, *((name, repr(sorted(kwargs.items()))) for name, kwargs in calls))
         if key not in renders:
             source = tmp_path_factory.mktemp("rendered") / destination.name
             for name, kwargs in calls:
