@@ -245,8 +245,8 @@ def build_products(workspace: Workspace, op: str) -> list[Path]:
     candidates = [
         *build.glob(f"temp.*/{op}"),  # objects
         *build.glob(f"lib.*/{workspace.package}/{op}"),  # the library before its copy into the op folder
-        build / "opgen-config" / f"{op}.txt",  # setup.py's record of the op's build configuration
-        build / "jit" / op,  # `opgen dev` builds
+        rules_for(workspace.path).stamp_path(op, workspace.path),  # setup.py's record of the op's build configuration
+        rules_for(workspace.path).op_jit_folder(op, workspace.path),  # `opgen dev` builds
     ]
     return sorted(path for path in candidates if path.exists())
 

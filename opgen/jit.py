@@ -38,7 +38,7 @@ from typing import Any
 
 from opgen.build import BUILD_CONFIG_FILE, build_setup, first_compiler_error, split_arch_list
 from opgen.errors import BuildFailed, OpAlreadyLoaded, WorkspaceError
-from opgen.rules import BuildSettings
+from opgen.rules import BuildSettings, rules_for
 from opgen.toolchain import CudaToolkit
 from opgen.workspace import Workspace
 
@@ -205,7 +205,7 @@ def _plan(ws: Workspace, op: str, *, cpu_only: bool, jobs: int | None, arch: str
         op=op,
         workspace=ws.path,
         library_name=f"{ws.package}_{op}",
-        folder=ws.path / "build" / "jit" / op / re.sub(r"[^A-Za-z0-9._-]", "_", configuration),
+        folder=config.op_jit_folder(op, ws.path) / re.sub(r"[^A-Za-z0-9._-]", "_", configuration),
         sources=[str(source) for source in config.op_sources(op, toolkit is not None, ws.path)],
         include_dirs=[str(ws.path / "include")],
         cxx_flags=list(config.CXX_FLAGS),
@@ -317,7 +317,7 @@ def _loaded_from(ws: Workspace, op: str) -> str:
         path = Path(loaded).resolve()
         if path.parent == op_dir:
             return f"from {path} (the `opgen build` library, by an import of {ws.package})"
-        if path.is_relative_to(ws.path / "build" / "jit" / op):
+        if path.is_relative_to(rules_for(ws.path).op_jit_folder(op, ws.path)):
             return f"from {path} (a JIT build with other settings)"
     return f"by another library of the {OP_NAMESPACE} namespace"
 

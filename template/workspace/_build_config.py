@@ -286,6 +286,11 @@ def op_library(op: str, workspace: Path = WORKSPACE) -> Path | None:
     return None
 
 
+def op_jit_folder(op: str, workspace: Path = WORKSPACE) -> Path:
+    """Where ``opgen dev`` (opgen's JIT build) builds the op: one folder below per configuration."""
+    return workspace / "build" / "jit" / op
+
+
 def op_library_files(op: str, workspace: Path = WORKSPACE) -> list[Path]:
     """Every built library of the op, sorted: op_library's, and those of other Pythons or
     builds (``<op>/_C*.so``), which ``import`` here does not load."""
