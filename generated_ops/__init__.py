@@ -11,26 +11,22 @@ from __future__ import annotations
 
 import importlib
 import warnings
-from pathlib import Path
 
+from ._build_config import op_names
 from ._loading import OpNotBuiltError
-
-_WORKSPACE = Path(__file__).resolve().parent
 
 built_ops: list[str] = []
 unbuilt_ops: list[str] = []
 
-for _op_dir in sorted(_WORKSPACE.iterdir()):
-    if not ((_op_dir / "__init__.py").is_file() and (_op_dir / "csrc").is_dir()):
-        continue
+for _op in op_names():  # the folders setup.py builds (_build_config.py)
     try:
-        _module = importlib.import_module(f".{_op_dir.name}", __name__)
+        _module = importlib.import_module(f".{_op}", __name__)
     except OpNotBuiltError:
-        unbuilt_ops.append(_op_dir.name)
+        unbuilt_ops.append(_op)
         continue
     # The op's function replaces the subpackage attribute: generated_ops.softmax(x).
-    globals()[_op_dir.name] = getattr(_module, _op_dir.name)
-    built_ops.append(_op_dir.name)
+    globals()[_op] = getattr(_module, _op)
+    built_ops.append(_op)
 
 if unbuilt_ops:
     warnings.warn(

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import torch
 
-from ._build_config import op_library
+from ._build_config import op_jit_folder, op_library
 
 
 class OpNotBuiltError(ImportError):
@@ -19,9 +19,9 @@ class OpNotBuiltError(ImportError):
 def jit_build_loaded(op_dir: Path) -> Path | None:
     """The JIT build of the op that ``opgen dev`` / ``opgen.load_op`` loaded in this process, if any.
 
-    Those builds live under ``build/jit/<op>/`` of the workspace.
+    Those builds live in the op's JIT folder (_build_config.op_jit_folder).
     """
-    jit_folder = op_dir.parent / "build" / "jit" / op_dir.name
+    jit_folder = op_jit_folder(op_dir.name, op_dir.parent)
     for loaded in torch.ops.loaded_libraries:
         if Path(loaded).resolve().is_relative_to(jit_folder):
             return Path(loaded)
@@ -29,7 +29,7 @@ def jit_build_loaded(op_dir: Path) -> Path | None:
 
 
 def load_op_library(op_dir: Path) -> Path:
-    """Load ``<op_dir>/_C*.so`` into torch's dispatcher and return its path.
+    """Load the op's library (_build_config.op_library) into torch's dispatcher; return its path.
 
     The library registers its kernels with TORCH_LIBRARY on load; it is no Python module, so
     it is loaded with torch.ops.load_library rather than imported. Where opgen's JIT dev mode

@@ -18,8 +18,8 @@ Environment:
 
 What each op compiles, for which targets, and when it is up to date is decided in
 _build_config.py, which `opgen build` reads too (to finish a build with nothing to do without
-running this file). Each op prints `opgen-phase: <op> compiling|linking` as it goes and
-`opgen-op: <op> built|up-to-date|failed <seconds>` when done, which `opgen build` shows.
+running this file). Its progress goes to `opgen build` as JSON lines (event_line in
+_build_config.py): each op compiling, linking, then built, up-to-date or failed.
 """
 
 from __future__ import annotations
@@ -47,22 +47,13 @@ def _load_build_config():
 
 build_config = _load_build_config()
 
-# The flags and sources below are also what `opgen dev` (opgen's JIT build) compiles with: it
-# reads them from this file, so an edit here applies to both builds.
-CXX_FLAGS = ["-O3", "-fopenmp"]  # at::parallel_for runs serially without OpenMP
-LINK_FLAGS = ["-fopenmp"]
-NVCC_FLAGS = [
-    "-O3",
-    "-lineinfo",  # source lines in compute-sanitizer and profiler reports, no speed cost
-    "-Xptxas=-warn-spills",
-]
+# The compiler flags live in _build_config.py (CXX_FLAGS, NVCC_FLAGS, LINK_FLAGS): `opgen dev`,
+# opgen's JIT build, compiles with them too, so an edit there applies to both builds.
 
 
 def discover_ops() -> list[str]:
     """The op folders to build, sorted; restricted to OPGEN_OPS when set."""
-    ops = sorted(
-        path.name for path in WORKSPACE.iterdir() if (path / "__init__.py").is_file() and (path / "csrc").is_dir()
-    )
+    ops = build_config.op_names()
     selected = os.environ.get("OPGEN_OPS")
     if selected:
         wanted = {name.strip() for name in selected.split(",") if name.strip()}
@@ -117,9 +108,8 @@ def op_of(extension_name: str) -> str:
 def isolating_build_extension(settings) -> type:
     """torch's BuildExtension, but one op that fails to compile does not stop the others.
 
-    Each op's outcome is printed as a line `opgen-op: <op> built|up-to-date|failed <seconds>`
-    (what `opgen build` summarizes), after `opgen-phase: <op> compiling|linking` lines as it
-    goes; the build exits 1 at the end if any op failed.
+    Each op's progress and outcome is printed as JSON lines (build_config.event_line), which
+    `opgen build` shows and summarizes; the build exits 1 at the end if any op failed.
     """
     from torch.utils.cpp_extension import BuildExtension
 
@@ -132,11 +122,11 @@ def isolating_build_extension(settings) -> type:
             # torch forces every extension to relink when it builds with ninja; skipping the ones
             # that are up to date (the rule `opgen build` applies too) makes a no-change build near free.
             op = op_of(ext.name)
-            started = time.perf_counter()
+            started, failure = time.perf_counter(), ""
             if build_config.up_to_date(op, settings, Path(self.get_ext_fullpath(ext.name))):
                 status = "up-to-date"
             else:
-                print(f"opgen-phase: {op} compiling", flush=True)
+                print(build_config.event_line(op=op, phase="compiling"), flush=True)
                 compile_sources, link = self.compiler.compile, self.compiler.link_shared_object
 
                 def cuda_first(sources, *args, **kwargs):
@@ -146,7 +136,7 @@ def isolating_build_extension(settings) -> type:
                     return compile_sources(sorted(sources, key=lambda path: not path.endswith(".cu")), *args, **kwargs)
 
                 def announce_link(*args, **kwargs):
-                    print(f"opgen-phase: {op} linking", flush=True)
+                    print(build_config.event_line(op=op, phase="linking"), flush=True)
                     return link(*args, **kwargs)
 
                 self.compiler.compile, self.compiler.link_shared_object = cuda_first, announce_link
@@ -154,12 +144,12 @@ def isolating_build_extension(settings) -> type:
                     super().build_extension(ext)
                     status = "built"
                 except Exception as error:  # ninja and the compilers fail as several exception types
-                    print(f"opgen-op-error: {op}: {error}", flush=True)
-                    status = "failed"
+                    status, failure = "failed", str(error)
                     self.failed.append(op)
                 finally:
                     self.compiler.compile, self.compiler.link_shared_object = compile_sources, link
-            print(f"opgen-op: {op} {status} {time.perf_counter() - started:.1f}", flush=True)
+            seconds = round(time.perf_counter() - started, 1)
+            print(build_config.event_line(op=op, phase=status, seconds=seconds, error=failure), flush=True)
 
         def copy_extensions_to_source(self) -> None:
             # --inplace copies every library into its op folder at the end; a failed op has none,
@@ -202,8 +192,8 @@ def extensions(ops: list[str], settings) -> list:
                 sources=op_sources(op, with_cuda),
                 include_dirs=[str(WORKSPACE / "include")],
                 depends=[*depends, stamp],
-                extra_compile_args={"cxx": [*CXX_FLAGS, *cxx_flags], "nvcc": NVCC_FLAGS},
-                extra_link_args=[*LINK_FLAGS, *link],
+                extra_compile_args={"cxx": [*build_config.CXX_FLAGS, *cxx_flags], "nvcc": build_config.NVCC_FLAGS},
+                extra_link_args=[*build_config.LINK_FLAGS, *link],
                 # No Python API is used (ops register through TORCH_LIBRARY), so one binary
                 # serves every Python 3 version.
                 py_limited_api=True,
@@ -225,7 +215,12 @@ def main() -> None:
         # torch's cpp_extension reads these two; CUDA_PATH alone would not do for it.
         os.environ.setdefault("CUDA_HOME", settings.cuda_home)
         os.environ["TORCH_CUDA_ARCH_LIST"] = settings.cuda_arch_list
-    print(f"opgen-build: {settings.describe()}; ops: {', '.join(ops) or 'none'}", flush=True)
+    print(
+        build_config.event_line(
+            phase="settings", describe=settings.describe(), cuda_arch_list=settings.cuda_arch_list, ops=ops
+        ),
+        flush=True,
+    )
     setup(
         name=PACKAGE,
         version="0.0.0",

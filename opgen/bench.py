@@ -508,23 +508,9 @@ def bench_main(
     workloads instead (an op whose timed backward call is a whole training step, with inputs and
     bytes of its own), and ``backward_direction`` names that pass in the report.
     """
-    import argparse
+    from opgen.bench_options import parser as options_parser
 
-    parser = argparse.ArgumentParser(
-        description=f"Benchmark {op} against PyTorch eager, torch.compile and a device copy."
-    )
-    parser.add_argument("--device", choices=["cuda", "cpu"], default="cuda" if torch.cuda.is_available() else "cpu")
-    parser.add_argument("--dtype", action="append", choices=["float32", "bfloat16", "float16", "float64"],
-                        help=f"repeatable; default {' and '.join(default_dtypes)}")  # fmt: skip
-    parser.add_argument("--json", type=Path, help="write the measurements and the environment as JSON here")
-    parser.add_argument("--plot", type=Path, help="write a PNG of GB/s against size here")
-    parser.add_argument("--markdown", type=Path, help="write a markdown table of GB/s and %% of copy here")
-    parser.add_argument(
-        "--no-compile", action="store_true", help="leave torch.compile out (it compiles for minutes on a CPU)"
-    )
-    parser.add_argument(
-        "--repetitions", type=int, default=50, help="timed calls per measurement; the median is reported"
-    )
+    parser = options_parser(op, default_device="cuda" if torch.cuda.is_available() else "cpu")
     options = parser.parse_args(argv)
     if options.device == "cuda" and not torch.cuda.is_available():
         parser.error("--device cuda: no CUDA GPU found; use --device cpu")

@@ -5,14 +5,14 @@ asks the workspace's ``_build_config.py`` (the file setup.py decides with, loade
 torch) whether each op is up to date, and hands setup.py only the ops that are not: a build with
 nothing to do ends in about a second. Both sides read that one file, so they cannot disagree.
 
-While setup.py runs, its output is read line by line: the ``opgen-phase:``/``opgen-op:`` lines it
-prints and ninja's ``[n/N]`` lines become BuildEvents (an op compiling, which file it compiled,
+While setup.py runs, its output is read line by line: the JSON progress events it prints
+(``event_line`` in _build_config.py) and ninja's ``[n/N]`` lines become BuildEvents (an op compiling, which file it compiled,
 linking, done) for a live display on a terminal or plain lines in a CI log.
 """
 
 from __future__ import annotations
 
-import importlib.util
+import json
 import math
 import os
 import re
@@ -23,8 +23,7 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from types import ModuleType
-from typing import Any, ClassVar
+from typing import ClassVar
 
 from rich.console import Console, RenderableType
 from rich.live import Live
@@ -33,6 +32,7 @@ from rich.table import Table
 from rich.text import Text
 
 from opgen.errors import BuildFailed, InvalidArch
+from opgen.rules import INTERFACE, RULES_FILE, BuildRules, BuildSettings, opgen_rules, workspace_rules
 from opgen.toolchain import CudaToolkit, find_cuda_toolkit
 from opgen.workspace import Workspace
 
@@ -42,7 +42,7 @@ GIB_PER_CUDA_JOB = 2.0
 GIB_PER_CXX_JOB = 1.0
 
 # The workspace file that decides what a build compiles and when an op is up to date.
-BUILD_CONFIG_FILE = "_build_config.py"
+BUILD_CONFIG_FILE = RULES_FILE
 
 # gcc/clang "file:12:5: error: ...", nvcc "file(41): error: ...", and "fatal error: ...".
 _COMPILER_ERROR = re.compile(r"\berror\s*:", re.IGNORECASE)
@@ -202,26 +202,7 @@ def parse_arch_list(value: str, source: str = "--arch") -> str:
 # The workspace's build configuration
 
 
-def load_build_config(workspace: Workspace) -> ModuleType | None:
-    """The workspace's _build_config.py as a module, or None when it has none or it fails to load.
-
-    None only costs speed: the build then runs setup.py, which reports a broken file itself.
-    """
-    path = workspace.path / BUILD_CONFIG_FILE
-    if not path.is_file():
-        return None
-    spec = importlib.util.spec_from_file_location(f"_opgen_build_config_{workspace.package}", path)
-    if spec is None or spec.loader is None:
-        return None
-    module = importlib.util.module_from_spec(spec)
-    try:
-        spec.loader.exec_module(module)
-    except Exception:  # the user's edited file: whatever it raises, setup.py will say it better
-        return None
-    return module
-
-
-def _torch_has_cuda(config: ModuleType | None) -> bool:
+def _torch_has_cuda(config: BuildRules | None) -> bool:
     """Whether torch is a CUDA build, read without importing torch where the workspace can."""
     if config is not None:
         try:
@@ -239,7 +220,7 @@ def build_env(
     cpu_only: bool,
     jobs: int | None,
     arch: str | None = None,
-    config: ModuleType | None = None,
+    config: BuildRules | None = None,
 ) -> tuple[dict[str, str], CudaToolkit | None]:
     """The environment setup.py runs in: the ops, jobs, CUDA toolkit (or OPGEN_CUDA=0), architectures.
 
@@ -273,10 +254,10 @@ class BuildSetup:
     (no config, or it raised: ``problem`` says what).
     """
 
-    config: ModuleType | None
+    config: BuildRules | None
     env: dict[str, str]
     toolkit: CudaToolkit | None
-    settings: Any
+    settings: BuildSettings | None
     problem: str = ""
 
 
@@ -292,10 +273,10 @@ def build_setup(
 
     InvalidArch or CudaToolkitNotFound as build_env raises them.
     """
-    config = load_build_config(workspace)
+    config = workspace_rules(workspace.path)
     env, toolkit = build_env(ops, cpu_only=cpu_only, jobs=jobs, arch=arch, config=config)
     if config is None:
-        return BuildSetup(config, env, toolkit, None, f"no loadable {BUILD_CONFIG_FILE}")
+        return BuildSetup(config, env, toolkit, None, f"no loadable {BUILD_CONFIG_FILE} of interface {INTERFACE}")
     try:
         settings = config.resolve(env)
     except Exception as error:  # the user's edited file, or an environment it refuses
@@ -307,7 +288,7 @@ def build_setup(
     return BuildSetup(config, env, toolkit, settings)
 
 
-def stale_ops(workspace: Workspace, ops: Iterable[str], config: ModuleType, settings: Any) -> list[str]:
+def stale_ops(workspace: Workspace, ops: Iterable[str], config: BuildRules, settings: BuildSettings) -> list[str]:
     """The ``ops`` that are not up to date under ``settings``, by the workspace's own rule."""
     return [
         op for op in ops if not config.up_to_date(op, settings, config.op_library(op, workspace.path), workspace.path)
@@ -333,7 +314,7 @@ def _first_compiler_error(log: str, op: str | None) -> str:
     errors = [
         line
         for line in lines
-        if _COMPILER_ERROR.search(line) and not line.startswith(("FAILED:", "ninja:", "subprocess.", "opgen-op"))
+        if _COMPILER_ERROR.search(line) and not line.startswith(("FAILED:", "ninja:", "subprocess.")) and not is_event_line(line)
     ]
     if op is not None:
         mine = [line for line in errors if f"{op}/csrc/" in line or f"/{op}/" in line]
@@ -343,35 +324,26 @@ def _first_compiler_error(log: str, op: str | None) -> str:
     return lines[-1] if lines else "no output"
 
 
+def is_event_line(line: str) -> bool:
+    """Whether a line of setup.py's output is one of its JSON progress events."""
+    return line.startswith('{"' + opgen_rules().EVENT_KEY + '"')
+
+
 @dataclass
 class LogReader:
     """Turns setup.py's output, line by line, into BuildEvents and each op's compiled files."""
 
     root: Path | None = None  # the workspace, which error paths are given relative to
     mode: str = ""
+    architectures: str | None = None
     current_op: str | None = None
     compiled: dict[str, list[str]] = field(default_factory=dict)
     finished: dict[str, tuple[str, float]] = field(default_factory=dict)
 
     def read(self, line: str) -> BuildEvent | None:
         line = line.rstrip("\n")
-        if line.startswith("opgen-build: "):
-            self.mode = line.removeprefix("opgen-build: ").split("; ops:")[0].strip()
-            return None
-        fields = line.split()
-        if line.startswith("opgen-phase: ") and len(fields) >= 3:
-            op, phase = fields[1:3]
-            self.current_op = op
-            return BuildEvent(op=op, phase=phase)
-        if line.startswith("opgen-op: ") and len(fields) >= 4:
-            op, status = fields[1:3]
-            try:
-                seconds = float(fields[3])
-            except ValueError:
-                seconds = 0.0
-            self.finished[op] = (status, seconds)
-            self.current_op = None
-            return BuildEvent(op=op, phase=status, seconds=seconds)
+        if is_event_line(line):
+            return self._event(json.loads(line))
         if line.startswith("FAILED:") and self.compiled.get(self.current_op or ""):
             self.compiled[self.current_op or ""].pop()  # ninja's line before was that file failing
             return None
@@ -383,6 +355,22 @@ class LogReader:
             self.compiled.setdefault(self.current_op, []).append(name)
             return BuildEvent(op=self.current_op, phase="compiling", detail=f"{name} ({done}/{total})")
         return None
+
+    def _event(self, event: dict[str, object]) -> BuildEvent | None:
+        """One of setup.py's JSON progress events (the form _build_config.py's event_line writes)."""
+        phase, op = str(event.get("phase", "")), str(event.get("op", ""))
+        if phase == "settings":
+            self.mode = str(event.get("describe", ""))
+            arch_list = event.get("cuda_arch_list")
+            self.architectures = arch_list if isinstance(arch_list, str) else None
+            return None
+        if phase in ("compiling", "linking"):
+            self.current_op = op
+            return BuildEvent(op=op, phase=phase)
+        seconds = event.get("seconds")
+        self.finished[op] = (phase, float(seconds) if isinstance(seconds, (int, float)) else 0.0)
+        self.current_op = None
+        return BuildEvent(op=op, phase=phase, seconds=self.finished[op][1])
 
     def outcomes(self, log: str) -> list[OpOutcome]:
         return [
@@ -538,7 +526,7 @@ def build_ops(
     for line in process.stdout:
         lines.append(line)
         event = reader.read(line)
-        if echo is not None and not line.startswith(("opgen-phase: ", "opgen-op: ")):
+        if echo is not None and not is_event_line(line):
             echo(line.rstrip("\n"))  # the progress display shows those
         if event is not None:
             notify(event)
@@ -554,8 +542,7 @@ def build_ops(
     outcomes = [outcome for outcome in [*fresh, *built.values()] if outcome.op in names]
     outcomes.sort(key=lambda outcome: names.index(outcome.op))
     mode = reader.mode or report.mode
-    if architectures is None and (named := re.search(r"CUDA architectures (\S+?),", mode)):
-        architectures = named.group(1)  # a workspace without _build_config.py says it only here
+    architectures = architectures or reader.architectures  # where opgen could not resolve the settings itself
     report = replace(
         report,
         mode=mode,

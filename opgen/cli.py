@@ -367,47 +367,26 @@ def test(
     run_op_tests(Workspace.locate(workspace), ops or (), pytest_args=pytest_args)
 
 
-@app.command()
+def _bench_options_help() -> str:
+    from opgen.bench_options import parser
+
+    lines = ["Options of the benchmark, passed on to it (`opgen.bench_options`):"]
+    for action in parser()._actions:
+        if action.option_strings and action.dest != "help":
+            lines.append(f"{', '.join(action.option_strings)}: {(action.help or '').replace('%%', '%')}")
+    return "\n\n".join(lines)
+
+
+@app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True}, epilog=_bench_options_help())
 def bench(
+    ctx: typer.Context,
     op: Annotated[str, typer.Argument(help="The op to time.")],
     workspace: WorkspaceOption = None,
-    device: Annotated[
-        str | None, typer.Option(help="cuda or cpu (default: cuda when a GPU is found).", show_default=False)
-    ] = None,
-    dtype: Annotated[
-        list[str] | None,
-        typer.Option(
-            help="Repeatable: float32, bfloat16, float16, float64 (default: float32 and bfloat16).", show_default=False
-        ),
-    ] = None,
-    json_path: Annotated[
-        Path | None, typer.Option("--json", help="Write measurements and environment as JSON here.", show_default=False)
-    ] = None,
-    plot_path: Annotated[
-        Path | None, typer.Option("--plot", help="Write a PNG of GB/s against size here.", show_default=False)
-    ] = None,
-    markdown_path: Annotated[
-        Path | None, typer.Option("--markdown", help="Write a markdown table of the results here.", show_default=False)
-    ] = None,
-    no_compile: Annotated[
-        bool, typer.Option("--no-compile", help="Leave torch.compile out of the contenders.")
-    ] = False,
 ) -> None:
     """Time an op against PyTorch eager, torch.compile and a device copy (the bandwidth ceiling)."""
-    bench_args: list[str] = []
-    if device:
-        bench_args += ["--device", device]
-    for name in dtype or []:
-        bench_args += ["--dtype", name]
-    if json_path:
-        bench_args += ["--json", str(json_path.resolve())]
-    if plot_path:
-        bench_args += ["--plot", str(plot_path.resolve())]
-    if markdown_path:
-        bench_args += ["--markdown", str(markdown_path.resolve())]
-    if no_compile:
-        bench_args.append("--no-compile")
-    run_op_bench(Workspace.locate(workspace), op, bench_args)
+    from opgen.bench_options import forwarded
+
+    run_op_bench(Workspace.locate(workspace), op, forwarded(op, ctx.args))
 
 
 @app.command(name="list")

@@ -18,16 +18,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from opgen.build import load_build_config, split_arch_list
+from opgen.build import split_arch_list
 from opgen.errors import CudaToolkitNotFound
+from opgen.rules import opgen_rules, rules_for
 from opgen.toolchain import CudaToolkit, find_cuda_toolkit
 from opgen.workspace import Workspace
 
 Status = Literal["ok", "warn", "fail"]
 
 MIN_PYTHON = (3, 10)
-# The workspace template's DEFAULT_CUDA_ARCH, for when no workspace (or an edited one) says otherwise.
-TEMPLATE_DEFAULT_CUDA_ARCH = "9.0"
 
 
 @dataclass(frozen=True)
@@ -222,31 +221,15 @@ def check_gpus(gpus: list[tuple[str, str]]) -> Check:
     return Check("GPUs", "ok", listed)
 
 
-def cuda_arch_list(env: Mapping[str, str], gpus: list[tuple[str, str]], workspace: Workspace) -> tuple[str, str]:
+def cuda_arch_list(env: Mapping[str, str], workspace: Workspace) -> tuple[str, str]:
     """The architecture list builds use and where it comes from.
 
-    The list is the workspace's own answer (its _build_config.py, which setup.py builds with);
-    only without a loadable one is the template's order applied here: TORCH_CUDA_ARCH_LIST, the
-    visible GPU's, the default.
+    As the workspace's build rules (its _build_config.py, which setup.py builds with) choose it.
     """
-    chosen = env.get("TORCH_CUDA_ARCH_LIST", "").strip()
-    if chosen and chosen != "native":  # "native" is the visible GPU's, as below
-        source = "TORCH_CUDA_ARCH_LIST"
-    elif gpus:
-        source = "the visible GPU"
-    else:
-        source = "the workspace's DEFAULT_CUDA_ARCH (no GPU visible)"
-    build_config = load_build_config(workspace)
-    if build_config is not None:
-        try:
-            return str(build_config.cuda_arch_list(env)), source
-        except Exception:  # an edited file that fails here: the build reports it; say what the template would
-            pass
-    if source == "TORCH_CUDA_ARCH_LIST":
-        return ";".join(split_arch_list(chosen)), source
-    if gpus:
-        return gpus[0][1], source
-    return str(getattr(build_config, "DEFAULT_CUDA_ARCH", TEMPLATE_DEFAULT_CUDA_ARCH)), source
+    try:
+        return rules_for(workspace.path).cuda_arch_choice(env)
+    except Exception:  # the user's edited file fails here: the build reports it; say what opgen's would
+        return opgen_rules().cuda_arch_choice(env)
 
 
 def _nvcc_arch(arch: str) -> str:
@@ -306,7 +289,7 @@ def run_doctor(workspace: Workspace, env: Mapping[str, str] | None = None) -> Do
     torch_check, torch_cuda = check_torch()
     toolkit_check, toolkit = check_cuda_toolkit(torch_cuda, env)
     gpus = visible_gpus()
-    arch_list, arch_source = cuda_arch_list(env, gpus, workspace)
+    arch_list, arch_source = cuda_arch_list(env, workspace)
     checks = [
         check_python(),
         torch_check,

@@ -13,21 +13,22 @@ import struct
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 from opgen.build import build_setup
 from opgen.errors import OpgenError
 from opgen.recipes import recipe_named
+from opgen.rules import BuildRules, BuildSettings, rules_for
 from opgen.workspace import Workspace, read_answers
 
 # What changed_since_build names besides files: the settings a build would use now (torch, the
 # CUDA toolkit and architectures, compiler variables) are not those the library was built with.
 SETTINGS_CHANGED = "build settings"
 # ...where the workspace's build rule cannot be worked out (`opgen build` then rebuilds every op),
-UNDECIDED = "unknown: the workspace's _build_config.py cannot be loaded or cannot resolve the build settings"
-# ...and where a _build_config.py from before changed_since_build says only that the op is stale.
-UNNAMED = "not named by this workspace's older _build_config.py (`opgen update` brings the newer one)"
+UNDECIDED = (
+    "unknown: the workspace's _build_config.py cannot be loaded, is an older form "
+    "(`opgen update` brings the current one) or cannot resolve the build settings"
+)
 
 # Every current recipe dispatches with AT_DISPATCH_FLOATING_TYPES_AND2(kHalf, kBFloat16, ...).
 RECIPE_DTYPES = ("float32", "float64", "float16", "bfloat16")
@@ -77,12 +78,6 @@ class OpInfo:
             "stale": self.stale,
             "changed_since_build": list(self.changed_since_build),
         }
-
-
-def op_library(op_dir: Path) -> Path | None:
-    """The op's compiled library (``_C.abi3.so`` or a version-tagged ``_C.*.so``), if built."""
-    libraries = sorted(op_dir.glob("_C*.so"))
-    return libraries[0] if libraries else None
 
 
 def _elf_section(data: bytes, wanted: str) -> bytes | None:
@@ -158,8 +153,8 @@ def cuda_architectures(library: Path) -> tuple[str, ...] | None:
 class BuildRule:
     """The workspace's own up-to-date rule (its _build_config.py) and the settings `opgen build` uses now."""
 
-    config: ModuleType
-    settings: Any
+    config: BuildRules
+    settings: BuildSettings
 
 
 def build_rule(workspace: Workspace) -> BuildRule | None:
@@ -186,15 +181,12 @@ def changed_since_build(workspace: Workspace, op: str, library: Path, rule: Buil
     if rule is None:
         return (UNDECIDED,)
     config, settings = rule.config, rule.settings
-    loaded = config.op_library(op, workspace.path)  # the build looks under this Python's extension suffixes only
-    if loaded is None:
+    if config.op_library(op, workspace.path) is None:  # the build looks under this Python's extension suffixes only
         return (f"{_relative(library, workspace.path)} is no library this Python loads",)
-    if not hasattr(config, "changed_since_build"):
-        return () if config.up_to_date(op, settings, loaded, workspace.path) else (UNNAMED,)
     stamp = config.stamp_path(op, workspace.path)
     changed = {
         SETTINGS_CHANGED if path == stamp else _relative(path, workspace.path)
-        for path in config.changed_since_build(op, settings, loaded, workspace.path)
+        for path in config.changed_since_build(op, settings, library, workspace.path)
     }
     return tuple(sorted(changed - {SETTINGS_CHANGED})) + ((SETTINGS_CHANGED,) if SETTINGS_CHANGED in changed else ())
 
@@ -215,7 +207,8 @@ def describe_op(workspace: Workspace, op: str, rule: BuildRule | None) -> OpInfo
     op_dir = workspace.op_dir(op)
     answers = read_answers(op_dir)
     recipe = str(answers.get("recipe", "unknown"))
-    library = op_library(op_dir)
+    rules = rules_for(workspace.path)
+    library = rules.op_library(op, workspace.path) or next(iter(rules.op_library_files(op, workspace.path)), None)
     return OpInfo(
         name=op,
         recipe=recipe,
@@ -252,8 +245,8 @@ def build_products(workspace: Workspace, op: str) -> list[Path]:
     candidates = [
         *build.glob(f"temp.*/{op}"),  # objects
         *build.glob(f"lib.*/{workspace.package}/{op}"),  # the library before its copy into the op folder
-        build / "opgen-config" / f"{op}.txt",  # setup.py's record of the op's build configuration
-        build / "jit" / op,  # `opgen dev` builds
+        rules_for(workspace.path).stamp_path(op, workspace.path),  # setup.py's record of the op's build configuration
+        rules_for(workspace.path).op_jit_folder(op, workspace.path),  # `opgen dev` builds
     ]
     return sorted(path for path in candidates if path.exists())
 

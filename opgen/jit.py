@@ -38,6 +38,7 @@ from typing import Any
 
 from opgen.build import BUILD_CONFIG_FILE, build_setup, first_compiler_error, split_arch_list
 from opgen.errors import BuildFailed, OpAlreadyLoaded, WorkspaceError
+from opgen.rules import BuildSettings, rules_for
 from opgen.toolchain import CudaToolkit
 from opgen.workspace import Workspace
 
@@ -75,7 +76,7 @@ class _Plan:
     nvcc_flags: list[str]
     link_flags: list[str]
     toolkit: CudaToolkit | None
-    settings: Any  # the workspace's _build_config.Settings, as `opgen build` resolves them
+    settings: BuildSettings  # the workspace's _build_config.Settings, as `opgen build` resolves them
     env: dict[str, str]
 
     @property
@@ -176,22 +177,6 @@ def jit_load(
     return JitBuild(name, status, library, plan.mode, time.perf_counter() - started, module)
 
 
-def _workspace_setup(ws: Workspace) -> ModuleType:
-    """The workspace's setup.py as a module (it runs setup() only as a script)."""
-    spec = importlib.util.spec_from_file_location(f"_opgen_setup_of_{ws.package}", ws.path / "setup.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    missing = [attr for attr in ("op_sources", "CXX_FLAGS", "NVCC_FLAGS", "LINK_FLAGS") if not hasattr(module, attr)]
-    if missing:
-        raise WorkspaceError(
-            path=str(ws.path),
-            reason=f"its setup.py lacks {', '.join(missing)}, which `opgen dev` builds with",
-            hint="update setup.py from a freshly rendered workspace (`opgen new <op> -w /tmp/fresh_ops`)",
-        )
-    return module
-
-
 def _plan(ws: Workspace, op: str, *, cpu_only: bool, jobs: int | None, arch: str | None = None) -> _Plan:
     import torch
 
@@ -208,11 +193,9 @@ def _plan(ws: Workspace, op: str, *, cpu_only: bool, jobs: int | None, arch: str
             reason=f"its {BUILD_CONFIG_FILE} cannot work out the build settings: {build.problem}",
             hint="fix what it names, or compare the file with a freshly rendered workspace's (`opgen new <op> -w /tmp/fresh_ops`)",
         )
-    setup = _workspace_setup(ws)
-    toolkit, settings = build.toolkit, build.settings
-    # Libraries the op's CUDA kernels link besides torch's (an older workspace's config has none).
-    op_cuda_link = getattr(build.config, "op_cuda_link", None)
-    link, library_flags = op_cuda_link(op, settings) if op_cuda_link is not None and toolkit is not None else ([], [])
+    config, toolkit, settings = build.config, build.toolkit, build.settings
+    # Libraries the op's CUDA kernels link besides torch's (csrc/cuda_libraries.txt: cuBLASLt).
+    link, library_flags = config.op_cuda_link(op, settings, ws.path) if toolkit is not None else ([], [])
     python = f"py{sys.version_info.major}{sys.version_info.minor}"
     if toolkit is None:
         configuration = f"torch{torch.__version__}-{python}-cpu"
@@ -224,12 +207,12 @@ def _plan(ws: Workspace, op: str, *, cpu_only: bool, jobs: int | None, arch: str
         op=op,
         workspace=ws.path,
         library_name=f"{ws.package}_{op}",
-        folder=ws.path / "build" / "jit" / op / re.sub(r"[^A-Za-z0-9._-]", "_", configuration),
-        sources=[str(ws.path / source) for source in setup.op_sources(op, toolkit is not None)],
+        folder=config.op_jit_folder(op, ws.path) / re.sub(r"[^A-Za-z0-9._-]", "_", configuration),
+        sources=[str(source) for source in config.op_sources(op, toolkit is not None, ws.path)],
         include_dirs=[str(ws.path / "include")],
-        cxx_flags=[*setup.CXX_FLAGS, *library_flags],
-        nvcc_flags=list(setup.NVCC_FLAGS),
-        link_flags=[*setup.LINK_FLAGS, *link],
+        cxx_flags=[*config.CXX_FLAGS, *library_flags],
+        nvcc_flags=list(config.NVCC_FLAGS),
+        link_flags=[*config.LINK_FLAGS, *link],
         toolkit=toolkit,
         settings=settings,
         env=build.env,
@@ -336,7 +319,7 @@ def _loaded_from(ws: Workspace, op: str) -> str:
         path = Path(loaded).resolve()
         if path.parent == op_dir:
             return f"from {path} (the `opgen build` library, by an import of {ws.package})"
-        if path.is_relative_to(ws.path / "build" / "jit" / op):
+        if path.is_relative_to(rules_for(ws.path).op_jit_folder(op, ws.path)):
             return f"from {path} (a JIT build with other settings)"
     return f"by another library of the {OP_NAMESPACE} namespace"
 

@@ -8,11 +8,13 @@ import sys
 from collections.abc import Iterable, Sequence
 
 from opgen.errors import BenchFailed, OpNotBuilt, TestsFailed
+from opgen.rules import rules_for
 from opgen.workspace import Workspace
 
 
 def is_built(workspace: Workspace, op: str) -> bool:
-    return any(workspace.op_dir(op).glob("_C*.so"))
+    """Whether the op has a library this Python loads (the workspace's rule: opgen/rules.py)."""
+    return rules_for(workspace.path).op_library(op, workspace.path) is not None
 
 
 def _workspace_env(workspace: Workspace) -> dict[str, str]:

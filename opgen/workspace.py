@@ -70,14 +70,10 @@ class Workspace:
         return self.path / name
 
     def ops(self) -> list[str]:
-        """The op folders, sorted: the same rule setup.py applies when it builds."""
-        if not self.path.is_dir():
-            return []
-        return sorted(
-            entry.name
-            for entry in self.path.iterdir()
-            if entry.name.isidentifier() and (entry / "__init__.py").is_file() and (entry / "csrc").is_dir()
-        )
+        """The op folders, sorted, by the rule setup.py builds with (opgen/rules.py)."""
+        from opgen.rules import rules_for
+
+        return rules_for(self.path).op_names(self.path)
 
     def require_ops(self, names: Iterable[str]) -> list[str]:
         """``names`` if every one is an op here (all ops when none are named), else UnknownOp."""

@@ -86,15 +86,23 @@ if has_mode quick; then
   python3 "$repo/scripts/norm_quick_bench.py" "$work/generated_ops" "${ops[@]}" 2>&1 | tee "$OUT/quick.log"
 fi
 if has_mode bench; then
+  # In the order named; BENCH_BUDGET_S (seconds since the script began) stops starting new ops,
+  # and the tarball is rewritten after each op, so a run cut off at its limit still returns
+  # every op it finished.
   for op in "${ops[@]}"; do
     case $op in my_op|row_op|sig_*|lin_*) continue ;; esac
+    if [ -n "${BENCH_BUDGET_S:-}" ] && [ "$SECONDS" -ge "$BENCH_BUDGET_S" ]; then
+      echo "== bench $op: not run (${SECONDS}s past the budget of ${BENCH_BUDGET_S}s)" | tee -a "$OUT/bench.log"
+      continue
+    fi
     mkdir -p "$OUT/benchmarks/$op"
+    began=$SECONDS
     # BENCH_ARGS: more `opgen bench` options (e.g. --no-compile where device time is short).
     opgen bench "$op" --json "$OUT/benchmarks/$op/$op.json" --plot "$OUT/benchmarks/$op/$op.png" \
-      --markdown "$OUT/benchmarks/$op/$op.md" ${BENCH_ARGS:-} >> "$OUT/bench.log" 2>&1
-    tar -czf "$OUT/benchmarks.tar.gz" -C "$OUT" benchmarks  # what is done so far, should time run out
+      --markdown "$OUT/benchmarks/$op/$op.md" ${BENCH_ARGS:-} >> "$OUT/bench.log" 2>&1 || status=1
+    echo "== bench $op: $((SECONDS - began)) s" | tee -a "$OUT/bench.log"
+    tar -czf "$OUT/benchmarks.tar.gz" -C "$OUT" benchmarks
   done
-  # One file back instead of three per op.
-  tar -czf "$OUT/benchmarks.tar.gz" -C "$OUT" benchmarks && rm -rf "$OUT/benchmarks"
+  rm -rf "$OUT/benchmarks"
 fi
 exit $status

@@ -6,6 +6,8 @@ import math
 import random
 import statistics
 import time
+from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -120,3 +122,79 @@ def test_a_training_step_takes_the_gradients_of_the_inputs_that_require_them() -
     grads = bench.with_gradients(torch.nn.functional.linear)(x, weight)
     assert len(grads) == 1 and torch.allclose(grads[0], torch.ones(4, 5) @ weight)
     assert x.grad is None  # nothing accumulated
+
+
+_TORCH_COMPILE = torch.compile
+
+
+def _graphs_captured_by(compile_for: Any, shapes: list[tuple[int, ...]], monkeypatch: pytest.MonkeyPatch) -> list[bool]:
+    """For each shape in turn: did the graph torch.compile captured for it have symbolic sizes?
+
+    ``compile_for(fn)`` gives the compiled function to call for one shape. Dynamo's graphs go to
+    a recording backend instead of inductor, so the test traces but compiles no code.
+    """
+    dynamic: list[bool] = []
+
+    def recording_backend(graph: torch.fx.GraphModule, example_inputs: list[Any]) -> Any:
+        dynamic.append(any(isinstance(v, torch.SymInt) or not isinstance(v, torch.Tensor) for v in example_inputs))
+        return graph.forward
+
+    monkeypatch.setattr(torch, "compile", lambda fn, **kw: _TORCH_COMPILE(fn, backend=recording_backend, **kw))
+    fn = lambda t: torch.softmax(t, -1) * 2  # noqa: E731
+    for shape in shapes:
+        compile_for(fn)(torch.randn(shape))
+    return dynamic
+
+
+def test_the_compile_contender_is_static_for_every_shape_of_a_sweep(monkeypatch: pytest.MonkeyPatch) -> None:
+    shapes = [(4, 8), (16, 8), (64, 32)]
+    assert _graphs_captured_by(bench.compiled_for_this_shape, shapes, monkeypatch) == [False, False, False]
+    # What the bench did before: one compiled function reused across the sweep goes dynamic on
+    # the second shape, which is the slower code a user of one shape never runs.
+    torch._dynamo.reset()
+    once: dict[str, Any] = {}
+
+    def compiled_once(fn: Any) -> Any:
+        return once.setdefault("fn", torch.compile(fn))
+
+    captured = _graphs_captured_by(compiled_once, shapes, monkeypatch)
+    assert captured[0] is False and True in captured[1:]
+
+
+def test_bench_options_are_checked_once_and_their_paths_travel_absolute(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from typer.testing import CliRunner
+
+    from opgen import cli
+    from opgen.bench_options import forwarded, parser
+
+    monkeypatch.chdir(tmp_path)
+    args = ["--dtype", "float32", "--json", "out/r.json", "--no-compile", "--repetitions", "7"]
+    argv = forwarded("relu", args)
+    assert argv == [
+        "--dtype",
+        "float32",
+        "--json",
+        str(tmp_path / "out" / "r.json"),
+        "--no-compile",
+        "--repetitions",
+        "7",
+    ]
+    # What the benchmark's process parses (bench_main uses the same parser) is what was asked for.
+    options = parser("relu", default_device="cpu").parse_args(argv)
+    assert (options.dtype, options.json, options.no_compile, options.repetitions) == (
+        ["float32"],
+        tmp_path / "out" / "r.json",
+        True,
+        7,
+    )
+    # Through the CLI: the benchmark gets the checked options; a wrong one is bad usage (exit 2).
+    ran: list[tuple[str, list[str]]] = []
+    monkeypatch.setattr(cli, "run_op_bench", lambda ws, op, bench_args: ran.append((op, list(bench_args))))
+    result = CliRunner().invoke(cli.app, ["bench", "relu", *args])
+    assert result.exit_code == 0 and ran == [("relu", argv)]
+    with pytest.raises(SystemExit) as bad:
+        forwarded("relu", ["--dtype", "int8"])
+    assert bad.value.code == 2
+    assert CliRunner().invoke(cli.app, ["bench", "relu", "--dtype", "int8"]).exit_code == 2

@@ -5,8 +5,8 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
-from types import ModuleType
 
 import pytest
 from rich.console import Console
@@ -21,13 +21,13 @@ from opgen.build import (
     build_ops,
     default_jobs,
     first_compiler_error,
-    load_build_config,
     parse_arch_list,
     progress_display,
     stale_ops,
 )
 from opgen.errors import BuildFailed, InvalidArch
 from opgen.render import new_op
+from opgen.rules import BuildRules, opgen_rules, workspace_rules
 from opgen.workspace import Workspace
 
 CPU_ENV = {"OPGEN_CUDA": "0"}
@@ -78,20 +78,27 @@ def test_arch_lists_are_normalized_or_refused() -> None:
         build_env(["relu"], cpu_only=True, jobs=1, arch="sm_90")
 
 
-SETUP_LOG = """\
-opgen-build: CPU and CUDA kernels, CUDA architectures 9.0, toolkit /usr/local/cuda; ops: relu, gelu
+EVENT = opgen_rules().event_line
+SETUP_LOG = f"""\
+{
+    EVENT(
+        phase="settings",
+        describe="CPU and CUDA kernels, CUDA architectures 9.0, toolkit /usr/local/cuda",
+        cuda_arch_list="9.0",
+        ops=["relu", "gelu"],
+    )
+}
 running build_ext
-opgen-phase: relu compiling
+{EVENT(op="relu", phase="compiling")}
 [1/2] c++ -MMD -MF /ws/build/temp/relu/csrc/relu_cpu.o.d -O3 -c -c /ws/relu/csrc/relu_cpu.cpp -o /ws/build/relu_cpu.o
 [2/2] /usr/local/cuda/bin/nvcc --generate-dependencies-with-compile -c /ws/relu/csrc/relu_cuda.cu -o /ws/relu_cuda.o
-opgen-phase: relu linking
+{EVENT(op="relu", phase="linking")}
 g++ -shared /ws/build/relu_cpu.o /ws/relu_cuda.o -o build/lib/ws/relu/_C.abi3.so
-opgen-op: relu built 41.5
-opgen-phase: gelu compiling
+{EVENT(op="relu", phase="built", seconds=41.5, error="")}
+{EVENT(op="gelu", phase="compiling")}
 FAILED: /ws/build/temp/gelu/csrc/gelu_cpu.o
-/ws/gelu/csrc/gelu_cpu.cpp:7:3: error: expected ';' before '}' token
-opgen-op-error: gelu: Error compiling objects for extension
-opgen-op: gelu failed 3.0
+/ws/gelu/csrc/gelu_cpu.cpp:7:3: error: expected ';' before '}}' token
+{EVENT(op="gelu", phase="failed", seconds=3.0, error="error: command 'ninja' failed with exit code 1")}
 """
 
 
@@ -113,6 +120,7 @@ def test_setup_output_becomes_events_and_plain_progress_lines() -> None:
         "gelu: failed in 3.0 s",
     ]
     assert reader.mode == "CPU and CUDA kernels, CUDA architectures 9.0, toolkit /usr/local/cuda"
+    assert reader.architectures == "9.0"
     relu, gelu = reader.outcomes(SETUP_LOG)
     assert relu.compiled == ("relu_cpu.cpp", "relu_cuda.cu") and relu.seconds == 41.5
     assert gelu.status == "failed" and gelu.compiled == ()
@@ -148,11 +156,10 @@ def test_logs_get_plain_lines_and_terminals_a_live_table() -> None:
 
 
 @pytest.fixture
-def built_ws(workspace: Workspace) -> tuple[Workspace, ModuleType]:
+def built_ws(workspace: Workspace, rendered: Callable[..., Workspace]) -> tuple[Workspace, BuildRules]:
     """A workspace whose relu and gelu look freshly built (CPU only) as setup.py leaves them."""
-    for op in ("relu", "gelu"):
-        new_op(op, workspace=workspace)
-    config = load_build_config(workspace)
+    rendered(workspace.path, "relu", "gelu")
+    config = workspace_rules(workspace.path)
     assert config is not None
     settings = config.resolve(CPU_ENV)
     for op in ("relu", "gelu"):
@@ -173,7 +180,7 @@ def touch_later(path: Path) -> None:
     os.utime(path, (later, later))
 
 
-def stale(workspace: Workspace, config: ModuleType, env: dict[str, str] = CPU_ENV) -> list[str]:
+def stale(workspace: Workspace, config: BuildRules, env: dict[str, str] = CPU_ENV) -> list[str]:
     return stale_ops(workspace, ["gelu", "relu"], config, config.resolve(env))
 
 
@@ -183,7 +190,7 @@ def test_cuda_side_sources_compile_only_with_cuda(workspace: Workspace) -> None:
     # its CPU kernel.
     new_op("softmax", workspace=workspace)
     new_op("cuda_cpu_mix", workspace=workspace)
-    config = load_build_config(workspace)
+    config = workspace_rules(workspace.path)
     assert config is not None
 
     def names(op: str, with_cuda: bool) -> list[str]:
@@ -194,7 +201,7 @@ def test_cuda_side_sources_compile_only_with_cuda(workspace: Workspace) -> None:
     assert names("cuda_cpu_mix", False) == ["cuda_cpu_mix.cpp", "cuda_cpu_mix_cpu.cpp"]
 
 
-def test_fresh_build_is_up_to_date(built_ws: tuple[Workspace, ModuleType]) -> None:
+def test_fresh_build_is_up_to_date(built_ws: tuple[Workspace, BuildRules]) -> None:
     workspace, config = built_ws
     assert stale(workspace, config) == []
 
@@ -203,7 +210,7 @@ def test_fresh_build_is_up_to_date(built_ws: tuple[Workspace, ModuleType]) -> No
     "changed",
     ["relu/csrc/relu_cpu.cpp", "relu/csrc/relu_cuda.cu", "include/opgen/elementwise.cuh", "setup.py"],
 )
-def test_a_touched_input_makes_the_ops_using_it_stale(built_ws: tuple[Workspace, ModuleType], changed: str) -> None:
+def test_a_touched_input_makes_the_ops_using_it_stale(built_ws: tuple[Workspace, BuildRules], changed: str) -> None:
     workspace, config = built_ws
     touch_later(workspace.path / changed)
     expected = {
@@ -215,14 +222,14 @@ def test_a_touched_input_makes_the_ops_using_it_stale(built_ws: tuple[Workspace,
     assert stale(workspace, config) == expected
 
 
-def test_a_changed_setting_makes_every_op_stale(built_ws: tuple[Workspace, ModuleType]) -> None:
+def test_a_changed_setting_makes_every_op_stale(built_ws: tuple[Workspace, BuildRules]) -> None:
     workspace, config = built_ws
     assert stale(workspace, config, {**CPU_ENV, "CXXFLAGS": "-g"}) == ["gelu", "relu"]
     assert stale(workspace, config, {**CPU_ENV, "TORCH_CUDA_ARCH_LIST": "8.0"}) == []  # no CUDA: arch is moot
 
 
 def test_a_changed_cuda_arch_makes_every_op_stale(
-    built_ws: tuple[Workspace, ModuleType], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    built_ws: tuple[Workspace, BuildRules], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     workspace, config = built_ws
     toolkit = tmp_path / "cuda"
@@ -243,7 +250,7 @@ def test_a_changed_cuda_arch_makes_every_op_stale(
 
 
 def test_added_or_removed_sources_and_missing_library_make_the_op_stale(
-    built_ws: tuple[Workspace, ModuleType],
+    built_ws: tuple[Workspace, BuildRules],
 ) -> None:
     workspace, config = built_ws
     extra = workspace.op_dir("relu") / "csrc" / "relu_extra.cpp"
@@ -259,7 +266,7 @@ def test_added_or_removed_sources_and_missing_library_make_the_op_stale(
 
 
 def test_nothing_to_do_never_starts_setup_py(
-    built_ws: tuple[Workspace, ModuleType], monkeypatch: pytest.MonkeyPatch
+    built_ws: tuple[Workspace, BuildRules], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     workspace, _ = built_ws
 
@@ -277,23 +284,25 @@ def test_nothing_to_do_never_starts_setup_py(
 
 FAKE_SETUP = """\
 import os
-print("opgen-build: CPU kernels only (test); ops: " + os.environ["OPGEN_OPS"], flush=True)
+from _build_config import event_line
+print(event_line(phase="settings", describe="CPU kernels only (test)", cuda_arch_list=None,
+                 ops=os.environ["OPGEN_OPS"].split(",")), flush=True)
 for op in os.environ["OPGEN_OPS"].split(","):
-    print(f"opgen-phase: {op} compiling", flush=True)
+    print(event_line(op=op, phase="compiling"), flush=True)
     print(f"[1/1] c++ -c -c {op}/csrc/{op}_cpu.cpp -o x.o", flush=True)
     if op == "gelu":
         print("FAILED: x.o", flush=True)
         print(f"{os.getcwd()}/{op}/csrc/{op}_cpu.cpp:3:1: error: expected unqualified-id", flush=True)
-        print(f"opgen-op: {op} failed 0.2", flush=True)
+        print(event_line(op=op, phase="failed", seconds=0.2, error="error: ninja failed"), flush=True)
     else:
-        print(f"opgen-phase: {op} linking", flush=True)
-        print(f"opgen-op: {op} built 0.3", flush=True)
+        print(event_line(op=op, phase="linking"), flush=True)
+        print(event_line(op=op, phase="built", seconds=0.3, error=""), flush=True)
 raise SystemExit(1 if "gelu" in os.environ["OPGEN_OPS"] else 0)
 """
 
 
 def test_only_stale_ops_go_to_setup_py_and_a_failure_is_reported(
-    built_ws: tuple[Workspace, ModuleType],
+    built_ws: tuple[Workspace, BuildRules],
 ) -> None:
     workspace, _ = built_ws
     setup = workspace.path / "setup.py"
@@ -302,7 +311,7 @@ def test_only_stale_ops_go_to_setup_py_and_a_failure_is_reported(
     touch_later(workspace.op_dir("relu") / "csrc" / "relu.cpp")
     events: list[BuildEvent] = []
     report = build_ops(workspace, ["relu", "gelu"], cpu_only=True, jobs=1, progress=events.append)
-    assert report.ran_setup and "ops: relu\n" in report.log  # gelu was up to date: not handed over
+    assert report.ran_setup and '"ops": ["relu"]' in report.log  # gelu was up to date: not handed over
     assert [(o.op, o.status, o.compiled) for o in report.outcomes] == [
         ("relu", "built", ("relu_cpu.cpp",)),
         ("gelu", "up-to-date", ()),
@@ -345,13 +354,13 @@ def test_real_build_is_incremental_and_skips_setup_when_nothing_changed(relu_wor
     assert "relu: compiled relu_cpu.cpp (1/1)\nrelu: linking\nrelu: built in " in result.stdout
 
 
+@pytest.mark.usefixtures("torch_built_with_cuda")
 def test_build_setup_resolves_the_settings_build_list_and_dev_share(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, relu_workspace: Workspace
 ) -> None:
     from opgen.toolchain import CudaToolkit
 
-    workspace = Workspace.locate(tmp_path / "generated_ops")
-    new_op("relu", workspace=workspace)
+    workspace = relu_workspace
     home = tmp_path / "cuda"
     (home / "lib64").mkdir(parents=True)
     (home / "lib64" / "libcudart.so").write_bytes(b"")  # what the workspace's settings check for
@@ -366,6 +375,11 @@ def test_build_setup_resolves_the_settings_build_list_and_dev_share(
     monkeypatch.setenv("OPGEN_CUDA", "0")
     cpu = build.build_setup(workspace, ["relu"], jobs=1)
     assert cpu.toolkit is None and cpu.settings is not None and not cpu.settings.with_cuda
-    (workspace.path / "_build_config.py").write_text("def resolve(environ):\n    raise ValueError('edited wrongly')\n")
+    edited = "INTERFACE = 2\n\ndef resolve(environ):\n    raise ValueError('edited wrongly')\n"
+    (workspace.path / "_build_config.py").write_text(edited)
     broken = build.build_setup(workspace, ["relu"], jobs=1)
     assert broken.config is not None and broken.settings is None and broken.problem == "edited wrongly"
+    # An older form of the file (no INTERFACE 2) is not called at all: setup.py decides.
+    (workspace.path / "_build_config.py").write_text(edited.replace("INTERFACE = 2", "INTERFACE = 1"))
+    older = build.build_setup(workspace, ["relu"], jobs=1)
+    assert older.config is None and older.problem == "no loadable _build_config.py of interface 2"

@@ -3,6 +3,7 @@ from __future__ import annotations
 import json
 import os
 import stat
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -12,6 +13,7 @@ from opgen import doctor
 from opgen.cli import app
 from opgen.doctor import check_architectures, check_cuda_toolkit, cuda_arch_list, run_doctor
 from opgen.render import new_op
+from opgen.rules import opgen_rules
 from opgen.toolchain import CudaToolkit
 from opgen.workspace import Workspace
 
@@ -64,11 +66,14 @@ def test_cuda_home_without_a_toolkit_fails_naming_the_problem_and_the_fix(
 
 
 def test_no_gpu_is_reported_and_cuda_still_compiles(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, no_gpu: None, torch_cuda_13: None
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    no_gpu: None,
+    torch_cuda_13: None,
+    rendered: Callable[..., Workspace],
 ) -> None:
     monkeypatch.setenv("CUDA_HOME", str(fake_toolkit(tmp_path / "cuda", "13.0")))
-    workspace = Workspace.locate(tmp_path / "generated_ops")
-    new_op("relu", workspace=workspace)
+    workspace = rendered(tmp_path / "generated_ops", "relu")
     report = run_doctor(workspace)
     found = statuses(report)
     assert found["GPUs"] == "warn" and found["CUDA toolkit"] == "ok" and found["workspace"] == "ok"
@@ -108,26 +113,32 @@ def test_ninja_missing_from_path_is_a_warning(tmp_path: Path) -> None:
     assert doctor.check_ninja({"PATH": str(tmp_path)}).status == "warn"
 
 
-def test_architecture_list_order(tmp_path: Path) -> None:
-    workspace = Workspace.locate(tmp_path / "generated_ops")
-    assert cuda_arch_list({"TORCH_CUDA_ARCH_LIST": "8.0;9.0"}, [("H200", "9.0")], workspace)[0] == "8.0;9.0"
-    assert cuda_arch_list({}, [("A100", "8.0")], workspace)[0] == "8.0"
-    assert cuda_arch_list({}, [], workspace)[0] == "9.0"
-    assert cuda_arch_list({"TORCH_CUDA_ARCH_LIST": "native"}, [("A100", "8.0")], workspace)[0] == "8.0"
+def test_architecture_list_order(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    workspace = Workspace.locate(tmp_path / "generated_ops")  # no workspace yet: opgen's own rules
+    visible: list[str | None] = ["9.0"]
+    monkeypatch.setattr(opgen_rules(), "visible_gpu_arch", lambda: visible[0])
+    assert cuda_arch_list({"TORCH_CUDA_ARCH_LIST": "8.0;9.0"}, workspace) == ("8.0;9.0", "TORCH_CUDA_ARCH_LIST")
+    visible[0] = "8.0"
+    assert cuda_arch_list({}, workspace) == ("8.0", "the visible GPU")
+    assert cuda_arch_list({"TORCH_CUDA_ARCH_LIST": "native"}, workspace)[0] == "8.0"
+    visible[0] = None
+    assert cuda_arch_list({}, workspace)[0] == "9.0"
     new_op("relu", workspace=workspace)
     config = workspace.path / "_build_config.py"
     config.write_text(config.read_text().replace('DEFAULT_CUDA_ARCH = "9.0"', 'DEFAULT_CUDA_ARCH = "8.6"'))
-    assert cuda_arch_list({}, [], workspace) == ("8.6", "the workspace's DEFAULT_CUDA_ARCH (no GPU visible)")
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")  # the workspace's rules see no GPU either
+    assert cuda_arch_list({}, workspace) == ("8.6", "the workspace's DEFAULT_CUDA_ARCH (no GPU visible)")
 
 
-def test_architecture_list_is_the_workspace_build_configs_answer(tmp_path: Path) -> None:
-    workspace = Workspace.locate(tmp_path / "generated_ops")
-    new_op("relu", workspace=workspace)
+def test_architecture_list_is_the_workspace_build_configs_answer(
+    tmp_path: Path, rendered: Callable[..., Workspace]
+) -> None:
+    workspace = rendered(tmp_path / "generated_ops", "relu")
     env = {"TORCH_CUDA_ARCH_LIST": "8.0, 9.0"}
-    assert cuda_arch_list(env, [], workspace) == ("8.0;9.0", "TORCH_CUDA_ARCH_LIST")  # as setup.py passes it on
+    assert cuda_arch_list(env, workspace) == ("8.0;9.0", "TORCH_CUDA_ARCH_LIST")  # as setup.py passes it on
     config = workspace.path / "_build_config.py"
-    config.write_text(config.read_text() + '\n\ndef cuda_arch_list(environ):\n    return "8.9;12.0"\n')
-    assert cuda_arch_list(env, [], workspace)[0] == "8.9;12.0"
+    config.write_text(config.read_text() + '\n\ndef cuda_arch_choice(environ):\n    return "8.9;12.0", "mine"\n')
+    assert cuda_arch_list(env, workspace) == ("8.9;12.0", "mine")
 
 
 def test_architecture_the_toolkit_cannot_compile_fails(tmp_path: Path) -> None:

@@ -7,6 +7,7 @@ import struct
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -17,7 +18,6 @@ from opgen.cli import app
 from opgen.inventory import (
     SETTINGS_CHANGED,
     UNDECIDED,
-    UNNAMED,
     build_rule,
     cuda_architectures,
     list_ops,
@@ -60,11 +60,8 @@ def fake_elf(sections: dict[str, bytes]) -> bytes:
 
 
 @pytest.fixture
-def ws(workspace: Workspace) -> Workspace:
-    for op in ("relu", "softmax"):
-        new_op(op, workspace=workspace)
-    new_op("my_op", kind="rowwise", workspace=workspace)
-    return workspace
+def ws(workspace: Workspace, rendered: Callable[..., Workspace]) -> Workspace:
+    return rendered(workspace.path, "relu", "softmax", ("my_op", {"kind": "rowwise"}))
 
 
 def fake_build(workspace: Workspace, op: str, library: bytes = b"not really a library") -> Path:
@@ -168,17 +165,9 @@ def test_list_where_the_workspace_rule_says_less(ws: Workspace) -> None:
     fake_build(ws, "relu")
     config_file = ws.path / "_build_config.py"
     source = config_file.read_text()
-    # An older _build_config.py, without changed_since_build: stale or not as its up_to_date says.
-    start = source.index("def changed_since_build(")
-    older = source[:start] + source[source.index("def up_to_date(", start) :].replace(
-        "return library is not None and library.is_file() and not changed_since_build(op, settings, library, workspace)",
-        "return library is not None and library.is_file() and library.stat().st_mtime >= (workspace / 'setup.py').stat().st_mtime",
-    )
-    config_file.write_text(older)
-    assert [op.changed_since_build for op in list_ops(ws) if op.name == "relu"] == [()]
-    later = (ws.op_dir("relu") / "_C.abi3.so").stat().st_mtime + 5
-    os.utime(ws.path / "setup.py", (later, later))
-    assert [op.changed_since_build for op in list_ops(ws) if op.name == "relu"] == [(UNNAMED,)]
+    # An older _build_config.py (another INTERFACE): list cannot say why, and still finds the library.
+    config_file.write_text(source.replace("INTERFACE = 2", "INTERFACE = 1"))
+    assert [(op.built, op.changed_since_build) for op in list_ops(ws) if op.name == "relu"] == [("CPU", (UNDECIDED,))]
     # A broken one: `opgen build` then hands every op to setup.py, and list cannot say why.
     config_file.write_text(source + "\nthis is not Python\n")
     assert [op.changed_since_build for op in list_ops(ws) if op.built != "no"] == [(UNDECIDED,)]
@@ -293,7 +282,9 @@ def test_remove_then_build_leaves_the_op_neither_built_nor_importable(workspace:
     assert result.returncode == 0, result.stderr
 
 
-@pytest.mark.parametrize(("recipe", "kind"), [("formula", "elementwise"), ("softmax", "rowwise"), ("rowwise", "rowwise")])
+@pytest.mark.parametrize(
+    ("recipe", "kind"), [("formula", "elementwise"), ("softmax", "rowwise"), ("rowwise", "rowwise")]
+)
 def test_kind_of_each_recipe(recipe: str, kind: str) -> None:
     from opgen.inventory import _kind_of
 

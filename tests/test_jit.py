@@ -27,11 +27,11 @@ def test_load_op_raises_unknown_op(relu_workspace: Workspace) -> None:
         jit.load_op("gelu", relu_workspace, cpu_only=True)
 
 
-def test_plan_takes_sources_and_flags_from_setup_py(relu_workspace: Workspace) -> None:
-    setup_py = relu_workspace.path / "setup.py"
-    text = setup_py.read_text()
+def test_plan_takes_sources_and_flags_from_the_build_config(relu_workspace: Workspace) -> None:
+    config = relu_workspace.path / "_build_config.py"
+    text = config.read_text()
     assert 'CXX_FLAGS = ["-O3", "-fopenmp"]' in text
-    setup_py.write_text(text.replace('CXX_FLAGS = ["-O3", "-fopenmp"]', 'CXX_FLAGS = ["-O2", "-fopenmp", "-DMINE"]'))
+    config.write_text(text.replace('CXX_FLAGS = ["-O3", "-fopenmp"]', 'CXX_FLAGS = ["-O2", "-fopenmp", "-DMINE"]'))
     plan = jit._plan(relu_workspace, "relu", cpu_only=True, jobs=1)
     assert plan.cxx_flags == ["-O2", "-fopenmp", "-DMINE"]
     assert [Path(source).name for source in plan.sources] == ["relu.cpp", "relu_cpu.cpp"]  # no .cu without CUDA
@@ -40,6 +40,7 @@ def test_plan_takes_sources_and_flags_from_setup_py(relu_workspace: Workspace) -
     assert plan.folder.name.endswith("-cpu") and plan.mode.startswith("CPU kernels only")
 
 
+@pytest.mark.usefixtures("torch_built_with_cuda")
 def test_plan_for_cuda_names_the_toolkit_and_architectures(
     relu_workspace: Workspace, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:

@@ -230,13 +230,17 @@ def test_committed_workspace_matches_a_fresh_render(tmp_path: Path) -> None:
         if relative.parts[0] == ".opgen":  # template snapshots: not committed (see .gitignore)
             continue
         committed_text, fresh_text = (committed / relative).read_text(), path.read_text()
-        if relative.name == ".copier-answers.yml":  # it records where the template was: machine-specific
-            committed_text, fresh_text = (_without_src_path(text) for text in (committed_text, fresh_text))
+        if relative.name == ".copier-answers.yml":
+            committed_text, fresh_text = (_without_render_record(text) for text in (committed_text, fresh_text))
         assert committed_text == fresh_text, f"generated_ops/{relative} is stale: re-render it"
 
 
-def _without_src_path(answers: str) -> str:
-    return "\n".join(line for line in answers.splitlines() if not line.startswith("_src_path:"))
+def _without_render_record(answers: str) -> str:
+    """The answers without where the template was (machine-specific) and which snapshot rendered
+    them (a hash of every template file: it changes with any template edit, and the snapshots in
+    .opgen/ are not committed), so the committed workspace changes only where its files do."""
+    record = ("_src_path:", "_commit:")
+    return "\n".join(line for line in answers.splitlines() if not line.startswith(record))
 
 
 def test_missing_shared_headers_names_the_workspace_headers_an_op_lacks(workspace: Workspace) -> None:

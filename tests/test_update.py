@@ -11,7 +11,7 @@ import sys
 import tarfile
 import textwrap
 import venv
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 import copier
@@ -102,10 +102,9 @@ def tree_state(root: Path) -> dict[str, tuple[bytes, int]]:
 
 
 def test_update_keeps_user_edits_and_applies_template_changes(
-    workspace: Workspace, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    workspace: Workspace, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, rendered: Callable[..., Workspace]
 ) -> None:
-    new_op("softmax", workspace=workspace)
-    new_op("relu", workspace=workspace)
+    rendered(workspace.path, "softmax", "relu")
     old_snapshot = read_answers(workspace.path / "softmax")["_commit"]
     assert (workspace.path / SNAPSHOTS / str(old_snapshot) / "copier.yml").is_file()
     edit_as_user(workspace.path)
@@ -149,9 +148,9 @@ def test_update_keeps_user_edits_and_applies_template_changes(
 
 
 def test_a_colliding_edit_is_left_as_conflict_markers_listed_and_exits_1(
-    workspace: Workspace, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    workspace: Workspace, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, rendered: Callable[..., Workspace]
 ) -> None:
-    new_op("softmax", workspace=workspace)
+    rendered(workspace.path, "softmax")
     edit_as_user(workspace.path, contested=True)
     monkeypatch.setenv(TEMPLATE_ENV, str(new_template(template_dir(), tmp_path / "template_v2", contested=True)))
 
@@ -167,9 +166,9 @@ def test_a_colliding_edit_is_left_as_conflict_markers_listed_and_exits_1(
 
 
 def test_a_file_the_template_drops_is_deleted_and_an_edited_one_stops_the_update(
-    workspace: Workspace, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    workspace: Workspace, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, rendered: Callable[..., Workspace]
 ) -> None:
-    new_op("softmax", workspace=workspace)
+    rendered(workspace.path, "softmax")
     bench = workspace.path / "softmax" / "bench_softmax.py"
     bench.write_text(bench.read_text() + "# my tuning notes\n")
     template = tmp_path / "template_v2"
@@ -197,8 +196,8 @@ def test_a_file_the_template_drops_is_deleted_and_an_edited_one_stops_the_update
     assert not (workspace.path / "softmax" / "reference.py").exists() and not bench.exists()
 
 
-def test_an_unknown_op_exits_2_and_touches_nothing(workspace: Workspace) -> None:
-    new_op("softmax", workspace=workspace)
+def test_an_unknown_op_exits_2_and_touches_nothing(workspace: Workspace, rendered: Callable[..., Workspace]) -> None:
+    rendered(workspace.path, "softmax")
     before = tree_state(workspace.path)
     result = runner.invoke(app, ["update", "softmax", "nope", "-w", str(workspace.path)])
     assert result.exit_code == 2
@@ -207,9 +206,9 @@ def test_an_unknown_op_exits_2_and_touches_nothing(workspace: Workspace) -> None
 
 
 def test_a_failure_midway_changes_nothing(
-    workspace: Workspace, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    workspace: Workspace, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, rendered: Callable[..., Workspace]
 ) -> None:
-    new_op("softmax", workspace=workspace)
+    rendered(workspace.path, "softmax")
     edit_as_user(workspace.path)
     monkeypatch.setenv(TEMPLATE_ENV, str(new_template(template_dir(), tmp_path / "template_v2")))
     before = tree_state(workspace.path)
@@ -227,9 +226,14 @@ def test_a_failure_midway_changes_nothing(
     assert tree_state(workspace.path) == before
 
 
-def test_an_unchanged_template_changes_nothing_even_for_a_formula_op(workspace: Workspace) -> None:
-    new_op("mish", workspace=workspace, formula="x*tanh(log(1+exp(x)))")
-    new_op("scaled", workspace=workspace, formula="max(x, 0)*alpha", params=["alpha=1.5"])
+def test_an_unchanged_template_changes_nothing_even_for_a_formula_op(
+    workspace: Workspace, rendered: Callable[..., Workspace]
+) -> None:
+    rendered(
+        workspace.path,
+        ("mish", {"formula": "x*tanh(log(1+exp(x)))"}),
+        ("scaled", {"formula": "max(x, 0)*alpha", "params": ["alpha=1.5"]}),
+    )
     before = tree_state(workspace.path)
     report = update_ops(workspace)
     assert [folder.name for folder in report.folders] == [workspace.package, "mish", "scaled"]
@@ -248,9 +252,9 @@ def legacy(workspace: Workspace) -> None:
 
 
 def test_a_workspace_from_before_snapshots_gets_the_current_template_as_its_base_when_unedited(
-    workspace: Workspace,
+    workspace: Workspace, rendered: Callable[..., Workspace]
 ) -> None:
-    new_op("relu", workspace=workspace)
+    rendered(workspace.path, "relu")
     legacy(workspace)
     (workspace.path / "include" / "opgen" / "checks.h").unlink()  # deleted: rendered afresh
 
@@ -266,8 +270,10 @@ def test_a_workspace_from_before_snapshots_gets_the_current_template_as_its_base
     assert (workspace.path / SNAPSHOTS / str(snapshot) / "copier.yml").is_file()
 
 
-def test_a_workspace_from_before_snapshots_with_edits_is_refused_and_untouched(workspace: Workspace) -> None:
-    new_op("relu", workspace=workspace)
+def test_a_workspace_from_before_snapshots_with_edits_is_refused_and_untouched(
+    workspace: Workspace, rendered: Callable[..., Workspace]
+) -> None:
+    rendered(workspace.path, "relu")
     legacy(workspace)
     reference = workspace.path / "relu" / "reference.py"
     reference.write_text(reference.read_text() + "# my edit\n")
@@ -283,8 +289,8 @@ def test_a_workspace_from_before_snapshots_with_edits_is_refused_and_untouched(w
         update_ops(workspace, dry_run=True)
 
 
-def test_a_missing_snapshot_is_named_with_its_fix(workspace: Workspace) -> None:
-    new_op("relu", workspace=workspace)
+def test_a_missing_snapshot_is_named_with_its_fix(workspace: Workspace, rendered: Callable[..., Workspace]) -> None:
+    rendered(workspace.path, "relu")
     answers_file = workspace.path / "relu" / ANSWERS_FILE
     recorded = read_answers(workspace.path / "relu")["_commit"]
     answers_file.write_text(answers_file.read_text().replace(str(recorded), "0123456789ab"))
@@ -296,8 +302,10 @@ def test_a_missing_snapshot_is_named_with_its_fix(workspace: Workspace) -> None:
     assert tree_state(workspace.path) == before
 
 
-def test_a_missing_snapshot_of_the_current_template_is_rebuilt_from_it(workspace: Workspace) -> None:
-    new_op("relu", workspace=workspace)
+def test_a_missing_snapshot_of_the_current_template_is_rebuilt_from_it(
+    workspace: Workspace, rendered: Callable[..., Workspace]
+) -> None:
+    rendered(workspace.path, "relu")
     reference = workspace.path / "relu" / "reference.py"
     reference.write_text(reference.read_text() + "# my edit\n")
     shutil.rmtree(workspace.path / ".opgen")  # e.g. not committed: the ids still name the current template
