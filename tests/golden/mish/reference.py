@@ -16,16 +16,6 @@ def reference_mish(x: torch.Tensor) -> torch.Tensor:
     return x * torch.tanh(torch.nn.functional.softplus(x))
 
 
-def reference_mish_gradients(grad_output: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
-    """The derived gradient in PyTorch: what the backward kernel computes, as eager ops.
-
-    For the benchmark's eager and torch.compile contenders (inputs of one shape). The tests check
-    the kernels against autograd of reference_mish instead, which does not trust the derivation.
-    """
-    _t0 = torch.nn.functional.softplus(x)
-    return grad_output * ((x * (torch.cosh(_t0) ** -2) * torch.sigmoid(x)) + torch.tanh(_t0))
-
-
 def reference_mish_double_backward(
     grad_grads: Sequence[torch.Tensor], grad_output: torch.Tensor, x: torch.Tensor
 ) -> tuple[torch.Tensor | float, ...]:
@@ -45,3 +35,13 @@ def reference_mish_double_backward(
         * grad_output
         * ((2.0 * _t2) + (x * (torch.sigmoid(x) * torch.sigmoid(-x))) + (-2.0 * _t1 * x * (_t2**2)))
     )
+
+
+def reference_mish_gradients(grad_output: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+    """The derived gradient in PyTorch: what the backward kernel computes, as eager ops.
+
+    For the benchmark's eager and torch.compile contenders (inputs of one shape). The tests check
+    the kernels against autograd of reference_mish instead, which does not trust the derivation.
+    """
+    _t0 = torch.nn.functional.softplus(x)
+    return grad_output * ((x * (torch.cosh(_t0) ** -2) * torch.sigmoid(x)) + torch.tanh(_t0))

@@ -17,16 +17,6 @@ def reference_relu_scale(x: torch.Tensor, alpha: float = 1.5) -> torch.Tensor:
     return alpha * torch.where(x <= 0.0, 0.0, x)
 
 
-def reference_relu_scale_gradients(grad_output: torch.Tensor, x: torch.Tensor, alpha: float = 1.5) -> torch.Tensor:
-    """The derived gradient in PyTorch: what the backward kernel computes, as eager ops.
-
-    For the benchmark's eager and torch.compile contenders (inputs of one shape). The tests check
-    the kernels against autograd of reference_relu_scale instead, which does not trust the derivation.
-    """
-    alpha = x.new_tensor(alpha)
-    return grad_output * torch.where((x <= 0.0), x.new_tensor(0.0), alpha)
-
-
 def reference_relu_scale_double_backward(
     grad_grads: Sequence[torch.Tensor], grad_output: torch.Tensor, x: torch.Tensor, alpha: float = 1.5
 ) -> tuple[torch.Tensor | float, ...]:
@@ -38,3 +28,13 @@ def reference_relu_scale_double_backward(
     alpha = x.new_tensor(alpha)
     (_gg0,) = grad_grads
     return (_gg0 * torch.where((x <= 0.0), x.new_tensor(0.0), alpha)), 0.0
+
+
+def reference_relu_scale_gradients(grad_output: torch.Tensor, x: torch.Tensor, alpha: float = 1.5) -> torch.Tensor:
+    """The derived gradient in PyTorch: what the backward kernel computes, as eager ops.
+
+    For the benchmark's eager and torch.compile contenders (inputs of one shape). The tests check
+    the kernels against autograd of reference_relu_scale instead, which does not trust the derivation.
+    """
+    alpha = x.new_tensor(alpha)
+    return grad_output * torch.where((x <= 0.0), x.new_tensor(0.0), alpha)

@@ -16,17 +16,6 @@ def reference_swish_gate(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     return x * torch.sigmoid(y)
 
 
-def reference_swish_gate_gradients(
-    grad_output: torch.Tensor, x: torch.Tensor, y: torch.Tensor
-) -> tuple[torch.Tensor, ...]:
-    """The derived gradients in PyTorch: what the backward kernel computes, as eager ops.
-
-    For the benchmark's eager and torch.compile contenders (inputs of one shape). The tests check
-    the kernels against autograd of reference_swish_gate instead, which does not trust the derivation.
-    """
-    return grad_output * torch.sigmoid(y), grad_output * (x * (torch.sigmoid(y) * torch.sigmoid(-y)))
-
-
 def reference_swish_gate_double_backward(
     grad_grads: Sequence[torch.Tensor], grad_output: torch.Tensor, x: torch.Tensor, y: torch.Tensor
 ) -> tuple[torch.Tensor | float, ...]:
@@ -44,3 +33,14 @@ def reference_swish_gate_double_backward(
         (_t2 * grad_output),
         (_t1 * grad_output * (_gg0 + (-1.0 * _gg1 * x * (-1.0 + (2.0 * _t0))))),
     )
+
+
+def reference_swish_gate_gradients(
+    grad_output: torch.Tensor, x: torch.Tensor, y: torch.Tensor
+) -> tuple[torch.Tensor, ...]:
+    """The derived gradients in PyTorch: what the backward kernel computes, as eager ops.
+
+    For the benchmark's eager and torch.compile contenders (inputs of one shape). The tests check
+    the kernels against autograd of reference_swish_gate instead, which does not trust the derivation.
+    """
+    return grad_output * torch.sigmoid(y), grad_output * (x * (torch.sigmoid(y) * torch.sigmoid(-y)))
