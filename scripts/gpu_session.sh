@@ -46,6 +46,8 @@ for op in "${ops[@]}"; do
     sig_plain) opgen new sig_plain --signature "(Tensor x, Tensor y) -> Tensor" ;;
     sig_nograd) opgen new sig_nograd --signature "(Tensor x, float alpha=2.0) -> (Tensor a, Tensor b)" --no-grad ;;
     lin_relu) opgen new lin_relu --kind linear --activation relu ;;
+    geglu) opgen new geglu --formula "x*0.5*(1+erf(y/sqrt(2)))" ;;
+    textbook) opgen new textbook --formula "log(1 + x*x) + (exp(x) - 1) + 1/(1 + exp(-x)) + log(sigmoid(y)) + sqrt(x*x + y*y) + log(exp(x) + exp(y))" ;;
     lin_gelu_exact) opgen new lin_gelu_exact --kind linear --activation gelu ;;
     lin_plain) opgen new lin_plain --kind linear --no-bias ;;
     lin_silu) opgen new lin_silu --kind linear --activation "x*sigmoid(1.702*x)" ;;
