@@ -123,9 +123,14 @@ class NormSuite(GradientSuite, OptionalTensorsSuite, SeveralTensorsSuite):
         for name in names:
             reference_call[name].requires_grad_()
         expected = as_tuple(self.reference(**reference_call))
+        rtol, atol = self.tolerances[dtype]
         for got, want in zip(outputs, expected, strict=True):
             assert got.dtype == dtype
-            assert_close(got, want, self.tolerances, dtype=dtype)
+            # y = x_hat * weight + bias: each term is rounded in the compute dtype, so where they
+            # cancel the absolute error follows the largest term, not the small element (on the
+            # H200 a float32 row of 262144 missed 1e-6 by 2e-7 at a y of 0.005 beside terms of 9).
+            scale = max(1.0, float(want.abs().max()) if want.numel() else 1.0)
+            assert_close(got, want, {dtype: (rtol, atol * scale)}, dtype=dtype)
         expected_grads = torch.autograd.grad(expected, [reference_call[n] for n in names], [g.double() for g in grad_outputs])
         wanted = dict(zip(names, expected_grads, strict=True))
         weight = arguments.get("weight")
@@ -139,7 +144,6 @@ class NormSuite(GradientSuite, OptionalTensorsSuite, SeveralTensorsSuite):
             assert got.dtype == arguments[name].dtype, f"grad of {name} is {got.dtype}"
             # A float32 parameter's gradient beside half-precision inputs is held to the inputs'
             # tolerance: its float32 sum of products of 16-bit values cancels as theirs does.
-            rtol, atol = self.tolerances[dtype]
             scale = max(1.0, float(want.abs().max()) if want.numel() else 1.0, term_scale)
             try:
                 assert_close(got, want, {dtype: (rtol, atol * scale)}, dtype=dtype)
