@@ -11,16 +11,13 @@ from pathlib import Path
 
 import pytest
 import torch
+from workspace_commands import opgen
 
 from opgen.toolchain import find_cuda_toolkit
 
 pytestmark = pytest.mark.slow
 
 OPS = {"softmax": None, "gelu": None, "my_op": "elementwise", "row_op": "rowwise"}
-
-
-def opgen(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "opgen", *args], cwd=cwd, capture_output=True, text=True)
 
 
 @pytest.fixture(scope="module")

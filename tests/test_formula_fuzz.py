@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from workspace_commands import opgen as run_opgen
 
 ROOT = Path(__file__).resolve().parent.parent
 TEXTBOOK = {
@@ -31,8 +32,7 @@ def fuzz_module():  # type: ignore[no-untyped-def]
 
 
 def opgen(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    return subprocess.run([sys.executable, "-m", "opgen", *args], cwd=cwd, env=env, capture_output=True, text=True)
+    return run_opgen(*args, cwd=cwd, env={**os.environ, "PYTHONPATH": str(ROOT)})
 
 
 @pytest.fixture(scope="module")

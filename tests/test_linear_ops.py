@@ -8,15 +8,12 @@ import sys
 from pathlib import Path
 
 import pytest
+from workspace_commands import assert_generated_tests_fail, break_kernels, opgen
 
 LINEAR_OPS = {
     "linear_gelu": [],
     "lin_relu": ["--kind", "linear", "--activation", "relu"],
 }
-
-
-def opgen(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "opgen", *args], cwd=cwd, capture_output=True, text=True)
 
 
 @pytest.fixture(scope="module")
@@ -77,18 +74,11 @@ BROKEN = {
 
 @pytest.mark.slow
 def test_broken_stand_ins_fail_their_generated_tests(project: Path) -> None:
-    for name, (source, correct, wrong) in BROKEN.items():
-        path = project / "generated_ops" / name / "csrc" / source
-        text = path.read_text()
-        assert text.count(correct) == 1, f"{name}: the line to break moved: {correct}"
-        path.write_text(text.replace(correct, wrong))
+    break_kernels(project, BROKEN)
     build = opgen("build", "--cpu-only", *BROKEN, cwd=project)
     assert build.returncode == 0, build.stdout + build.stderr
-    for name in BROKEN:
-        # -k: the CPU checks that see these two mistakes, not the whole file again.
-        result = opgen("test", name, "-k", "cpu and (matches_reference or gradcheck)", cwd=project)
-        assert result.returncode == 1, f"{name}: a broken kernel passed its tests\n{result.stdout[-3000:]}"
-        assert " failed" in result.stdout.strip().splitlines()[-1]
+    # -k: the CPU checks that see these two mistakes, not the whole file again.
+    assert_generated_tests_fail(project, list(BROKEN), "-k", "cpu and (matches_reference or gradcheck)")
 
 
 @pytest.mark.parametrize(

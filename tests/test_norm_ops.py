@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from workspace_commands import assert_generated_tests_fail, break_kernels, opgen
 
 from opgen.errors import NoResidualForm, UnknownRecipe
 from opgen.render import new_op
@@ -27,10 +28,6 @@ SELECTION = (
     "or one_row or default_eps or outputs_and_their or deterministic or drop_in or opcheck "
     "or (every_kernel_path and float64))"
 )
-
-
-def opgen(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "opgen", *args], cwd=cwd, capture_output=True, text=True)
 
 
 @pytest.fixture(scope="module")
@@ -91,17 +88,10 @@ BROKEN = {
 
 @pytest.mark.slow
 def test_broken_stand_ins_fail_their_generated_tests(project: Path) -> None:
-    for name, (source, correct, wrong) in BROKEN.items():
-        path = project / "generated_ops" / name / "csrc" / source
-        text = path.read_text()
-        assert text.count(correct) == 1, f"{name}: the line moved: {correct}"
-        path.write_text(text.replace(correct, wrong))
+    break_kernels(project, BROKEN)
     build = opgen("build", "--cpu-only", *BROKEN, cwd=project)
     assert build.returncode == 0, build.stdout + build.stderr
-    for name in BROKEN:
-        result = opgen("test", name, "-k", SELECTION, cwd=project)
-        assert result.returncode == 1, f"{name}: a broken kernel passed its tests\n{result.stdout[-3000:]}"
-        assert " failed" in result.stdout.strip().splitlines()[-1]
+    assert_generated_tests_fail(project, list(BROKEN), "-k", SELECTION)
 
 
 def test_recipe_renders_a_known_recipe_under_another_name(tmp_path: Path) -> None:

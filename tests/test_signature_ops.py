@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from workspace_commands import assert_generated_tests_fail, break_kernels, opgen
 
 pytestmark = pytest.mark.slow
 
@@ -27,10 +28,6 @@ SIGNATURES = {
 # build for the CPU only, to keep the run short: the GPU session builds and tests them all.
 CUDA_OPS = ["sig_rich", "bitonic_sort"]
 CPU_OPS = [name for name in SIGNATURES if name not in CUDA_OPS]
-
-
-def opgen(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "opgen", *args], cwd=cwd, capture_output=True, text=True)
 
 
 @pytest.fixture(scope="module")
@@ -86,18 +83,11 @@ BROKEN = {
 
 
 def test_broken_stand_ins_fail_their_generated_tests(project: Path) -> None:
-    for name, (source, correct, wrong) in BROKEN.items():
-        path = project / "generated_ops" / name / "csrc" / source
-        text = path.read_text()
-        assert text.count(correct) == 1, f"{name}: the placeholder line moved: {correct}"
-        path.write_text(text.replace(correct, wrong))
+    break_kernels(project, BROKEN)
     # Each in its own build mode, so only the edited file recompiles.
     for build in (
         opgen("build", *[name for name in BROKEN if name in CUDA_OPS], cwd=project),
         opgen("build", "--cpu-only", *[name for name in BROKEN if name in CPU_OPS], cwd=project),
     ):
         assert build.returncode == 0, build.stdout + build.stderr
-    for name in BROKEN:
-        result = opgen("test", name, cwd=project)
-        assert result.returncode == 1, f"{name}: a broken kernel passed its tests\n{result.stdout[-3000:]}"
-        assert " failed" in result.stdout.strip().splitlines()[-1]
+    assert_generated_tests_fail(project, list(BROKEN))

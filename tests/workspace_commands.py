@@ -1,0 +1,36 @@
+"""What the slow tests do to a rendered workspace: run opgen on it, and break its kernels on purpose."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+
+def opgen(*args: str, cwd: Path, env: Mapping[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """``opgen ARGS`` in a fresh Python process (as a user runs it), its output captured."""
+    return subprocess.run(
+        [sys.executable, "-m", "opgen", *args], cwd=cwd, env=None if env is None else dict(env), capture_output=True, text=True
+    )
+
+
+# A deliberately broken stand-in: (file in the op's csrc/, the correct text, the wrong text).
+BrokenEdit = tuple[str, str, str]
+
+
+def break_kernels(project: Path, broken: Mapping[str, BrokenEdit]) -> None:
+    """Edit each op's kernel as ``broken`` says (its reference stays right); each text must occur once."""
+    for name, (source, correct, wrong) in broken.items():
+        path = project / "generated_ops" / name / "csrc" / source
+        text = path.read_text()
+        assert text.count(correct) == 1, f"{name}: the line to break moved: {correct}"
+        path.write_text(text.replace(correct, wrong))
+
+
+def assert_generated_tests_fail(project: Path, names: Sequence[str], *test_args: str) -> None:
+    """Each op's generated tests (``opgen test NAME TEST_ARGS``) must fail: exit 1, failures reported."""
+    for name in names:
+        result = opgen("test", name, *test_args, cwd=project)
+        assert result.returncode == 1, f"{name}: a broken kernel passed its tests\n{result.stdout[-3000:]}"
+        assert " failed" in result.stdout.strip().splitlines()[-1]
