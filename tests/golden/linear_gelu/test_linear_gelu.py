@@ -52,12 +52,15 @@ class TestLinearGelu(GradientSuite, OptionalTensorsSuite, SeveralTensorsSuite):
     large_shape = (2**31 // 64 + 64, 64)
     uses_cublas = True  # the GEMMs are cuBLASLt's
     # A GEMM sums in_features products: float32 and the 16-bit types get a few more ulps than an
-    # elementwise op (inputs are scaled so that the sums stay near 1).
+    # elementwise op (inputs are scaled so that the sums stay near 1). The pre-activation is rounded
+    # to x's dtype before the bias is added or the activation applied, so a small output can carry
+    # the rounding of terms up to about 8: two half-ulps there are 0.031 in bfloat16 (seen: 0.025 at
+    # an output of 0.08 on the CPU) and 0.004 in float16.
     tolerances = {
         torch.float64: (1e-7, 1e-9),
         torch.float32: (1e-4, 1e-5),
         torch.float16: (5e-3, 5e-3),
-        torch.bfloat16: (2e-2, 2e-2),
+        torch.bfloat16: (2e-2, 4e-2),
     }
 
     def arguments(self, shape: tuple[int, ...], dtype: torch.dtype, device: str) -> dict[str, Any]:
