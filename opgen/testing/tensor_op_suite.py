@@ -86,6 +86,25 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         metafunc.parametrize("opcheck_shapes", suite.opcheck_cases(), ids=shapes_id)
 
 
+
+# Nearby inputs at which PyTorch's own float32 gradients are taken, to estimate the error float32
+# arithmetic makes at a point (the first sample is the inputs themselves).
+GRADIENT_ERROR_SAMPLES = 8
+
+
+def _nudged(t: torch.Tensor, dtype: torch.dtype, *, ulps: int) -> torch.Tensor:
+    """``t`` in ``dtype``, each element moved by a random whole number of ulps in [-ulps, ulps]."""
+    moved = t.to(dtype)
+    if ulps == 0:
+        return moved
+    steps = torch.randint(-ulps, ulps + 1, t.shape, device=t.device)
+    toward = torch.where(steps >= 0, torch.full_like(moved, math.inf), torch.full_like(moved, -math.inf))
+    for _ in range(ulps):
+        moved = torch.where(steps.abs() > 0, torch.nextafter(moved, toward), moved)
+        steps = steps - steps.sign()
+    return moved
+
+
 class TensorOpSuite:
     """The checks of an op of ``inputs`` tensors and float params with one output of their shape."""
 
@@ -172,14 +191,16 @@ class TensorOpSuite:
         shape = torch.broadcast_shapes(*(t.shape for t in inputs))
         expanded = [t.detach().double().expand(shape).clone().requires_grad_() for t in inputs]
         type(self).reference(*expanded, **params).backward(grad_output.double())
-        # PyTorch's float32 gradients at the inputs and at inputs moved by a unit or two of float32
-        # rounding: how far they land from float64 is the error float32 arithmetic makes there.
+        # PyTorch's float32 gradients at the inputs and at inputs each element of which is moved by
+        # up to a few units of float32 rounding (independently, at random): how far they land from
+        # float64 is the error float32 arithmetic makes there. A uniform nudge of every input missed
+        # sums that cancel (textbook: logaddexp + hypot + ... whose d/dx cancels to 1e-2 of its terms).
         compute = compute_dtype(grad_output.dtype)
         samples: list[list[torch.Tensor]] = []
         if compute != torch.float64:
-            for step in (0.0, -1.0, 1.0, 2.0):
+            for sample in range(GRADIENT_ERROR_SAMPLES):
                 moved = [
-                    (t.detach().to(compute) * (1 + step * 2.0**-24)).expand(shape).clone().requires_grad_()
+                    _nudged(t.detach(), compute, ulps=0 if sample == 0 else 4).expand(shape).clone().requires_grad_()
                     for t in inputs
                 ]
                 type(self).reference(*moved, **params).backward(grad_output.to(compute))
@@ -198,12 +219,14 @@ class TensorOpSuite:
             within = close(actual, expected, bound)
             if samples:
                 # Where one of them misses float64, the math is ill-conditioned there in float32:
-                # agreeing with PyTorch passes, or missing float64 by at most twice PyTorch's error.
+                # agreeing with PyTorch passes.
                 estimates = [sample[index].sum_to_size(t.shape).to(t.dtype).double().cpu() for sample in samples]
                 error = torch.stack([(e - expected).abs().nan_to_num(0.0) for e in estimates]).amax(0)
                 ill = torch.stack([~close(e, expected, bound) for e in estimates]).any(0)
                 as_pytorch = close(actual, estimates[0], bound)
-                within |= ill & (as_pytorch | ((actual - expected).abs() <= bound + 2 * error))
+                # Anywhere, a kernel may miss float64 by a few times the error PyTorch's own float32
+                # makes near the point (a fused expression sums its terms in another order).
+                within |= (ill & as_pytorch) | ((actual - expected).abs() <= bound + 4 * error)
             assert bool(within.all()), (
                 f"gradient of '{name}': {int((~within).sum())} of {within.numel()} elements off, "
                 f"e.g. {actual[~within][:4].tolist()} != {expected[~within][:4].tolist()}"
