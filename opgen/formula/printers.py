@@ -7,7 +7,7 @@ subexpressions become temporaries shared by all the expressions of one block.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 import sympy as sp
 
@@ -67,11 +67,36 @@ class _Printer:
     def pow(self, base: sp.Expr, exponent: sp.Expr) -> str:
         raise NotImplementedError
 
-    def piecewise(self, pieces: list[Any]) -> str:
+    # The target's logical operators, for where()'s conditions; select() is its if-then-else.
+    AND: ClassVar[str]
+    OR: ClassVar[str]
+    XOR: ClassVar[str]
+    NOT: ClassVar[str]
+
+    def select(self, test: str, then: str, otherwise: str) -> str:
         raise NotImplementedError
 
+    def branch(self, value: Any) -> str:
+        """A where() branch (a tensor target makes a number branch a tensor)."""
+        return self(value)
+
+    def piecewise(self, pieces: list[Any]) -> str:
+        (value, condition), *rest = pieces
+        if condition == sp.true:
+            return self.branch(value)
+        return self.select(self.condition(condition), self.branch(value), self.piecewise(rest))
+
     def condition(self, condition: Any) -> str:
-        raise NotImplementedError
+        if isinstance(condition, sp.And | sp.Or):
+            joiner = self.AND if isinstance(condition, sp.And) else self.OR
+            return "(" + joiner.join(self.condition(arg) for arg in condition.args) + ")"
+        if isinstance(condition, sp.Not):
+            return f"({self.NOT}{self.condition(condition.args[0])})"
+        if isinstance(condition, sp.ITE):  # sympy's if-then-else of conditions (a where() in a condition)
+            return self.select(*(self.condition(arg) for arg in condition.args))
+        if isinstance(condition, sp.Xor):
+            return "(" + self.XOR.join(self.condition(arg) for arg in condition.args) + ")"
+        return self(condition)
 
     def function(self, spec: FunctionSpec, args: list[Any]) -> str:
         raise NotImplementedError
@@ -97,24 +122,10 @@ class CppPrinter(_Printer):
             return power if int(exponent) > 0 else f"(T(1) / {power})"
         return f"std::pow({b}, {self(exponent)})"
 
-    def piecewise(self, pieces: list[Any]) -> str:
-        (value, condition), *rest = pieces
-        if condition == sp.true:
-            return self(value)
-        return f"({self.condition(condition)} ? {self(value)} : {self.piecewise(rest)})"
+    AND, OR, XOR, NOT = " && ", " || ", " != ", "!"
 
-    def condition(self, condition: Any) -> str:
-        if isinstance(condition, sp.And | sp.Or):
-            joiner = " && " if isinstance(condition, sp.And) else " || "
-            return "(" + joiner.join(self.condition(arg) for arg in condition.args) + ")"
-        if isinstance(condition, sp.Not):
-            return f"(!{self.condition(condition.args[0])})"
-        if isinstance(condition, sp.ITE):  # sympy's if-then-else of conditions (a where() in a condition)
-            test, then, otherwise = (self.condition(arg) for arg in condition.args)
-            return f"({test} ? {then} : {otherwise})"
-        if isinstance(condition, sp.Xor):
-            return "(" + " != ".join(self.condition(arg) for arg in condition.args) + ")"
-        return self(condition)
+    def select(self, test: str, then: str, otherwise: str) -> str:
+        return f"({test} ? {then} : {otherwise})"
 
     def function(self, spec: FunctionSpec, args: list[Any]) -> str:
         return spec.cpp.format(*(self(arg) for arg in args))
@@ -139,26 +150,13 @@ class TorchPrinter(_Printer):
             return f"({self(base)} ** {int(exponent)})"
         return f"({self(base)} ** {self(exponent)})"
 
+    AND, OR, XOR, NOT = " & ", " | ", " ^ ", "~"
+
+    def select(self, test: str, then: str, otherwise: str) -> str:
+        return f"torch.where({test}, {then}, {otherwise})"
+
     def branch(self, value: Any) -> str:
         return f"{self.like}.new_tensor({self(value)})" if value.is_number else self(value)
-
-    def piecewise(self, pieces: list[Any]) -> str:
-        (value, condition), *rest = pieces
-        if condition == sp.true:
-            return self.branch(value)
-        return f"torch.where({self.condition(condition)}, {self.branch(value)}, {self.piecewise(rest)})"
-
-    def condition(self, condition: Any) -> str:
-        if isinstance(condition, sp.And | sp.Or):
-            joiner = " & " if isinstance(condition, sp.And) else " | "
-            return "(" + joiner.join(self.condition(arg) for arg in condition.args) + ")"
-        if isinstance(condition, sp.Not):
-            return f"(~{self.condition(condition.args[0])})"
-        if isinstance(condition, sp.ITE):
-            return "torch.where({}, {}, {})".format(*(self.condition(arg) for arg in condition.args))
-        if isinstance(condition, sp.Xor):
-            return "(" + " ^ ".join(self.condition(arg) for arg in condition.args) + ")"
-        return self(condition)
 
     def function(self, spec: FunctionSpec, args: list[Any]) -> str:
         return spec.torch.format(*(self.branch(arg) if spec.tensor_args else self(arg) for arg in args))
@@ -180,14 +178,11 @@ class DisplayPrinter(TorchPrinter):
             return f"rsqrt({self(base)})"
         return f"({self(base)} ** {self(exponent)})"
 
+    def select(self, test: str, then: str, otherwise: str) -> str:
+        return f"where({test}, {then}, {otherwise})"
+
     def branch(self, value: Any) -> str:
         return self(value)
-
-    def piecewise(self, pieces: list[Any]) -> str:
-        (value, condition), *rest = pieces
-        if condition == sp.true:
-            return self.branch(value)
-        return f"where({self.condition(condition)}, {self(value)}, {self.piecewise(rest)})"
 
     def function(self, spec: FunctionSpec, args: list[Any]) -> str:
         return (spec.display or spec.torch).format(*(self(arg) for arg in args))
