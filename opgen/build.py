@@ -12,18 +12,21 @@ linking, done) for a live display on a terminal or plain lines in a CI log.
 
 from __future__ import annotations
 
+import concurrent.futures
+import functools
 import json
 import math
 import os
 import re
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import ClassVar
+from typing import ClassVar, TypeVar
 
 from rich.console import Console, RenderableType
 from rich.live import Live
@@ -35,6 +38,8 @@ from opgen.errors import BuildFailed, InvalidArch
 from opgen.rules import INTERFACE, RULES_FILE, BuildRules, BuildSettings, opgen_rules, workspace_rules
 from opgen.toolchain import CudaToolkit, find_cuda_toolkit
 from opgen.workspace import Workspace
+
+T = TypeVar("T")
 
 # Peak memory of one compile job: nvcc on torch's ATen headers takes about 1.5-2 GB, g++ on the
 # same headers about half that. Jobs beyond what memory holds would swap or get OOM-killed.
@@ -463,6 +468,66 @@ def progress_display(console: Console) -> Iterator[Callable[[BuildEvent], None]]
 # ---------------------------------------------------------------------------------------------
 # The build
 
+# Translation units of a typical op (binding, CPU kernels, CUDA kernels): jobs beyond this per
+# op go to other ops built at the same time.
+UNITS_PER_OP = 3
+
+
+def build_lanes(ops: int, jobs: int) -> int:
+    """How many ops to build at once with ``jobs`` compile jobs: each op gets its units' worth."""
+    return max(1, min(ops, jobs // UNITS_PER_OP if jobs >= 2 * UNITS_PER_OP else 1))
+
+
+def op_build_temp(workspace: Workspace, op: str) -> Path:
+    """Where setup.py keeps one op's objects and ninja file when ops build side by side.
+
+    The workspace's setup.py uses the same folder (one per op), so ninja finds its previous
+    objects whichever way the op was built last.
+    """
+    return workspace.path / "build" / "ops" / op
+
+
+@dataclass
+class _SetupRun:
+    ops: list[str]
+    log: str
+    returncode: int
+    reader: LogReader
+
+
+def _run_setup(
+    ops: list[str],
+    env: dict[str, str],
+    *,
+    workspace: Workspace,
+    echo: Callable[[str], None] | None,
+    notify: Callable[[BuildEvent], None],
+    build_temp: Path | None = None,
+) -> _SetupRun:
+    """Run the workspace's setup.py for ``ops``, turning its output into events as it comes."""
+    command = [sys.executable, "setup.py", "build_ext", "--inplace"]
+    if build_temp is not None:
+        command += ["--build-temp", str(build_temp)]
+    process = subprocess.Popen(
+        command,
+        cwd=workspace.path,
+        env={**env, "OPGEN_OPS": ",".join(ops)},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    assert process.stdout is not None
+    lines: list[str] = []
+    reader = LogReader(root=workspace.path)
+    for line in process.stdout:
+        lines.append(line)
+        event = reader.read(line)
+        if echo is not None and not is_event_line(line):
+            echo(line.rstrip("\n"))  # the progress display shows those
+        if event is not None:
+            notify(event)
+    return _SetupRun(ops=ops, log="".join(lines), returncode=process.wait(), reader=reader)
+
 
 def build_ops(
     workspace: Workspace,
@@ -510,39 +575,44 @@ def build_ops(
     if not to_build:
         return replace(report, seconds=time.perf_counter() - started)
 
-    env["OPGEN_OPS"] = ",".join(to_build)
+    lanes = build_lanes(len(to_build), report.jobs)
     env["PYTHONUNBUFFERED"] = "1"  # phase lines must arrive as they happen, not when the buffer fills
-    process = subprocess.Popen(
-        [sys.executable, "setup.py", "build_ext", "--inplace"],
-        cwd=workspace.path,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
+    lock = threading.Lock()
+
+    def locked(callback: Callable[[T], None]) -> Callable[[T], None]:
+        def call(value: T) -> None:
+            with lock:
+                callback(value)
+
+        return call
+
+    run = functools.partial(
+        _run_setup, workspace=workspace, echo=None if echo is None else locked(echo), notify=locked(notify)
     )
-    assert process.stdout is not None
-    lines: list[str] = []
-    reader = LogReader(root=workspace.path)
-    for line in process.stdout:
-        lines.append(line)
-        event = reader.read(line)
-        if echo is not None and not is_event_line(line):
-            echo(line.rstrip("\n"))  # the progress display shows those
-        if event is not None:
-            notify(event)
-    returncode = process.wait()
-    log = "".join(lines)
-    built = {outcome.op: outcome for outcome in reader.outcomes(log)}
-    for op in to_build:
-        if op not in built:  # setup.py stopped before it reached this op
-            status = "built" if returncode == 0 else "failed"
-            error = "" if returncode == 0 else first_compiler_error(log, root=workspace.path)
-            built[op] = OpOutcome(op=op, status=status, seconds=0.0, first_error=error)
-            notify(BuildEvent(op=op, phase=status, seconds=0.0))
+    if lanes == 1:
+        runs = [run(to_build, env)]
+    else:
+        # One setup.py per op, `lanes` at a time, the compile jobs shared among them: an op has
+        # only a few translation units, so one op at a time leaves most cores idle.
+        lane_env = {**env, "MAX_JOBS": str(max(1, report.jobs // lanes))}
+        with concurrent.futures.ThreadPoolExecutor(lanes) as pool:
+            runs = list(pool.map(lambda op: run([op], lane_env, build_temp=op_build_temp(workspace, op)), to_build))
+    log = "".join(one.log for one in runs)
+    returncode = max(one.returncode for one in runs)
+    readers = [one.reader for one in runs]
+    built = {outcome.op: outcome for one in runs for outcome in one.reader.outcomes(one.log)}
+    for one in runs:
+        for op in one.ops:
+            if op not in built:  # setup.py stopped before it reached this op
+                status = "built" if one.returncode == 0 else "failed"
+                error = "" if one.returncode == 0 else first_compiler_error(one.log, root=workspace.path)
+                built[op] = OpOutcome(op=op, status=status, seconds=0.0, first_error=error)
+                notify(BuildEvent(op=op, phase=status, seconds=0.0))
     outcomes = [outcome for outcome in [*fresh, *built.values()] if outcome.op in names]
     outcomes.sort(key=lambda outcome: names.index(outcome.op))
-    mode = reader.mode or report.mode
-    architectures = architectures or reader.architectures  # where opgen could not resolve the settings itself
+    mode = next((reader.mode for reader in readers if reader.mode), report.mode)
+    # where opgen could not resolve the settings itself, setup.py said which
+    architectures = architectures or next((r.architectures for r in readers if r.architectures), None)
     report = replace(
         report,
         mode=mode,

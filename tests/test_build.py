@@ -336,6 +336,44 @@ def test_only_stale_ops_go_to_setup_py_and_a_failure_is_reported(
     assert str(caught.value).endswith(": gelu/csrc/gelu_cpu.cpp:3:1: error: expected unqualified-id")
 
 
+def test_many_jobs_build_ops_side_by_side_each_in_its_own_setup_run(
+    built_ws: tuple[Workspace, BuildRules],
+) -> None:
+    workspace, _ = built_ws
+    setup = workspace.path / "setup.py"
+    # The fake records how it was started: the ops it got, its jobs and its objects' folder.
+    setup.write_text(
+        FAKE_SETUP.replace(
+            "import os\n",
+            "import os, sys\nprint('started', os.environ['OPGEN_OPS'], os.environ['MAX_JOBS'], sys.argv[1:], flush=True)\n",
+            1,
+        )
+    )
+    os.utime(setup, (0, 0))
+    for op in ("relu", "gelu"):
+        touch_later(workspace.op_dir(op) / "csrc" / f"{op}.cpp")
+    assert [build.build_lanes(ops, jobs) for ops, jobs in [(2, 6), (5, 16), (200, 16), (1, 16), (3, 2), (3, 5)]] == [
+        2,
+        5,
+        5,
+        1,
+        1,
+        1,
+    ]
+    with pytest.raises(BuildFailed) as caught:
+        build_ops(workspace, cpu_only=True, jobs=6)
+    report = caught.value.report
+    started = sorted(line.split(" ", 3)[1:] for line in report.log.splitlines() if line.startswith("started"))
+    temp = workspace.path / "build" / "ops"
+    assert started == [
+        ["gelu", "3", str(["build_ext", "--inplace", "--build-temp", str(temp / "gelu")])],
+        ["relu", "3", str(["build_ext", "--inplace", "--build-temp", str(temp / "relu")])],
+    ]
+    # One op failing leaves the other built, and the failure names the op and its first error.
+    assert [(o.op, o.status) for o in report.outcomes] == [("gelu", "failed"), ("relu", "built")]
+    assert str(caught.value).endswith(": gelu/csrc/gelu_cpu.cpp:3:1: error: expected unqualified-id")
+
+
 @pytest.mark.slow
 def test_real_build_is_incremental_and_skips_setup_when_nothing_changed(relu_workspace: Workspace) -> None:
     """One op, CPU only: a cold build, a no-change build, then one touched file."""
