@@ -352,14 +352,9 @@ def test_many_jobs_build_ops_side_by_side_each_in_its_own_setup_run(
     os.utime(setup, (0, 0))
     for op in ("relu", "gelu"):
         touch_later(workspace.op_dir(op) / "csrc" / f"{op}.cpp")
-    assert [build.build_lanes(ops, jobs) for ops, jobs in [(2, 6), (5, 16), (200, 16), (1, 16), (3, 2), (3, 5)]] == [
-        2,
-        5,
-        5,
-        1,
-        1,
-        1,
-    ]
+    # (ops, jobs) -> ops built at once: one job an op where jobs are many, as before where few.
+    lanes = {(2, 6): 2, (5, 16): 5, (200, 16): 16, (1, 16): 1, (3, 2): 1, (3, 5): 1}
+    assert {case: build.build_lanes(*case) for case in lanes} == lanes
     with pytest.raises(BuildFailed) as caught:
         build_ops(workspace, cpu_only=True, jobs=6)
     report = caught.value.report
