@@ -25,6 +25,13 @@ namespace tc {
 // Compute capability 8.0 or newer: mma.sync for bf16/f16/tf32, ldmatrix and cp.async exist.
 inline bool has_tensor_cores(const cudaDeviceProp& props) { return props.major >= 8; }
 
+// The same for a device by index (a driver attribute query: microseconds, so callers on a hot
+// path remember the answer).
+inline bool device_has_tensor_cores(int device) {
+  int major = 0;
+  return cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) == cudaSuccess && major >= 8;
+}
+
 // ---------------------------------------------------------------------------------------------
 // Fragments of one warp-wide mma.sync. Lanes are grouped in eights by quad: group = lane / 4 (0..7)
 // and quad_lane = lane % 4 (0..3). Element positions below are (row, col) inside the fragment's
@@ -112,9 +119,11 @@ __host__ __device__ constexpr int swizzle_chunk(int row, int chunk) {
   }
 }
 
-template <typename T, int kRows, int kCols>
+template <typename T, int kRows_, int kCols_>
 struct SwizzledTile {
   using Element = T;
+  static constexpr int kRows = kRows_;
+  static constexpr int kCols = kCols_;
   static constexpr int kElemsPerChunk = 16 / static_cast<int>(sizeof(T));
   static constexpr int kChunksPerRow = kCols / kElemsPerChunk;
   static constexpr int kElements = kRows * kCols;
