@@ -306,6 +306,35 @@ __device__ __forceinline__ void load_b16(FragmentB& frag, const void* tile_base,
   ldmatrix<2, kKMajor>(frag.reg, src);
 }
 
+// Two neighbouring 16x8 B-operand fragments (n columns n0..n0+7 and n0+8..n0+15) with one
+// ldmatrix.x4: matrices (k 0-7, n 0-7), (k 8-15, n 0-7), (k 0-7, n 8-15), (k 8-15, n 8-15), so
+// registers 0-1 are the first fragment and 2-3 the second. Half the instructions of two load_b16.
+//   B k-major ([k][n], x4.trans): lane l points at k row (l % 8) + 8 * ((l / 8) % 2), n col 8 * (l / 16)
+//   B n-major ([n][k], x4):       lane l points at n row (l % 8) + 8 * (l / 16), k col 8 * ((l / 8) % 2)
+template <bool kKMajor>
+__device__ __forceinline__ FragmentCoord ldmatrix_b_pair_offset(int lane) {
+  if constexpr (kKMajor) {
+    return {(lane % 8) + 8 * ((lane / 8) % 2), 8 * (lane / 16)};
+  } else {
+    return {(lane % 8) + 8 * (lane / 16), 8 * ((lane / 8) % 2)};
+  }
+}
+
+template <typename Tile, bool kKMajor>
+__device__ __forceinline__ void load_b16_pair(FragmentB& first, FragmentB& second, const void* tile_base, int row0,
+                                              int col0, int lane) {
+  const FragmentCoord at = ldmatrix_b_pair_offset<kKMajor>(lane);
+  const auto* base = static_cast<const char*>(tile_base);
+  const uint32_t src = shared_address(
+      base + Tile::offset(row0 + at.row, col0 + at.col) * sizeof(typename Tile::Element));
+  uint32_t reg[4];
+  ldmatrix<4, kKMajor>(reg, src);
+  first.reg[0] = reg[0];
+  first.reg[1] = reg[1];
+  second.reg[0] = reg[2];
+  second.reg[1] = reg[3];
+}
+
 // ---------------------------------------------------------------------------------------------
 // Conversions.
 // ---------------------------------------------------------------------------------------------
