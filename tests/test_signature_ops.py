@@ -81,7 +81,7 @@ BROKEN = {
     # a sort that is no longer stable: equal keys in reverse order of position
     "bitonic_sort": ("bitonic_sort_cpu.cpp", "return keys[a] < keys[b];", "return keys[a] < keys[b] || (keys[a] == keys[b] && a > b);"),
     # b's gradient off by 1%: a^T @ (1.01 * grad_output)
-    "matmul": ("matmul_cpu.cpp", "at::matmul_out(grad_b, a.mT(), grad_output);", "at::matmul_out(grad_b, a.mT(), grad_output * 1.01);"),
+    "matmul": ("matmul_cpu.cpp", "at::matmul_out(grad_b, a.mT(), grad_output);", "at::matmul_out(grad_b, a.mT(), grad_output.mul(1.01));"),
 }
 
 
