@@ -92,9 +92,9 @@ struct TileShape {
 //   16-bit, large grids: 128x256 blocks of 8 warps of 64x64, k slices of 64, 3 stages. A 64x64
 //     warp tile issues 32 MMAs per 8 ldmatrix.x4 (the tensor cores, not shared memory, set the
 //     pace); 128 accumulators a thread fit the 255-register budget; slices of 64 put 128 MMAs a
-//     warp between block barriers (slices of 32, 4 stages: 287 TFLOP/s at 4096^3 against this
-//     entry's docs/benchmarks/matmul figure); 3 stages of 48 KiB (144 KiB) hide the global-memory
-//     latency with one block an SM.
+//     warp between block barriers; 3 stages of 48 KiB (144 KiB) hide the global-memory latency
+//     with one block an SM. (H200, bf16 4096^3: 283 TFLOP/s; slices of 32 in 4 stages with B read
+//     one ldmatrix.x2 a fragment measured the same, 287: docs/benchmarks/matmul.)
 //   16-bit, grids of fewer such blocks than SMs: 64x64 blocks of 4 warps of 32x32, slices of 64,
 //     3 stages of 16 KiB: eight times the blocks, so small and skinny products still fill the GPU.
 //   tf32, large grids: 128x128 blocks of 8 warps of 64x32, k slices of 32 floats, 3 stages of 32
