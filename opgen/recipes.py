@@ -61,6 +61,13 @@ KNOWN_RECIPES: dict[str, Recipe] = {
         signature="(Tensor x, int dim=-1, bool descending=False) -> (Tensor values, Tensor indices)",
         layout="signature",
     ),
+    "matmul": Recipe(
+        "matmul",
+        "signature",
+        "matmul(a, b), as torch.matmul for 2-d and batched 3-d tensors, by a tiled tensor-core GEMM to edit",
+        signature="(Tensor a, Tensor b) -> Tensor",
+        layout="signature",
+    ),
     "linear_gelu": Recipe(
         "linear_gelu",
         "linear",

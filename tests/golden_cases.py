@@ -16,6 +16,7 @@ CASES: dict[str, dict[str, Any]] = {
     "relu": {},
     "gelu": {},
     "bitonic_sort": {},
+    "matmul": {},
     "my_op": {"kind": "elementwise"},
     "row_op": {"kind": "rowwise"},
     "mish": {"formula": "x*tanh(log(1+exp(x)))"},

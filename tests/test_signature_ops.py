@@ -1,5 +1,5 @@
-"""`opgen new --signature` and bitonic_sort, for real: render, build once, pass the generated tests,
-and fail them once a kernel is edited but not the reference."""
+"""`opgen new --signature`, bitonic_sort and matmul, for real: render, build once, pass the generated
+tests, and fail them once a kernel is edited but not the reference."""
 
 from __future__ import annotations
 
@@ -23,6 +23,7 @@ SIGNATURES = {
     "sig_route": ["--signature", "(Tensor logits, int k=2, str mode=\"top\") -> (Tensor probs, Tensor expert)", "--int-output", "expert"],
     "sig_nograd": ["--signature", "(Tensor x, float alpha=2.0) -> (Tensor a, Tensor b)", "--no-grad"],
     "bitonic_sort": [],
+    "matmul": [],  # CPU only here (ATen); its tensor-core kernels are tested on the GPU machine
 }
 # CI compiles the CUDA kernels of these (bitonic_sort's own, and the richest placeholder); the others
 # build for the CPU only, to keep the run short: the GPU session builds and tests them all.
@@ -79,6 +80,8 @@ BROKEN = {
     ),
     # a sort that is no longer stable: equal keys in reverse order of position
     "bitonic_sort": ("bitonic_sort_cpu.cpp", "return keys[a] < keys[b];", "return keys[a] < keys[b] || (keys[a] == keys[b] && a > b);"),
+    # b's gradient off by 1%: a^T @ (1.01 * grad_output)
+    "matmul": ("matmul_cpu.cpp", "at::matmul_out(grad_b, a.mT(), grad_output);", "at::matmul_out(grad_b, a.mT(), grad_output.mul(1.01));"),
 }
 
 

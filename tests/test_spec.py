@@ -51,7 +51,7 @@ def test_every_recipe_is_described_by_a_spec_with_its_layout() -> None:
     layouts = {name: recipe_spec(name, recipe, {}).layout for name, recipe in {**KNOWN_RECIPES, **SKELETONS}.items()}
     assert layouts == {
         "softmax": "softmax", "relu": "elementwise", "gelu": "elementwise", "bitonic_sort": "signature",
-        "linear_gelu": "linear", "elementwise": "elementwise", "rowwise": "rowwise", "layernorm": "norm", "rmsnorm": "norm",
+        "matmul": "signature", "linear_gelu": "linear", "elementwise": "elementwise", "rowwise": "rowwise", "layernorm": "norm", "rmsnorm": "norm",
     }  # fmt: skip
     softmax = recipe_spec("softmax", KNOWN_RECIPES["softmax"], {})
     assert softmax.saves == "output" and [a.schema for a in softmax.scalars] == ["int dim=-1"]
