@@ -28,12 +28,14 @@ from opgen.testing.op_suite import (
 )
 
 # Row lengths that pick each CUDA kernel path and sit at its edges: a row in registers of 1 to 512
-# threads (capacities from 4 to 16384 values forward, 8192 backward; 16-byte packs where the length
-# is a multiple of a pack, one value a load where not), over a cluster of 2 to 16 blocks (up to
-# 262144 forward, 131072 backward), and the long-row path past those; double stops at 4096
-# forward and 2048 backward in registers.
+# threads (16-byte packs where the length is a multiple of a pack, one value a load where not; up
+# to 16384 float32 / 32768 bfloat16 values forward, half that with a residual, 4096 / 8192
+# backward, 16384 / 4096 on the one-value path), over a cluster of 2 to 16 blocks (16 times the
+# register rows), and the long-row path past those; double stops at 4096 forward and 1024 backward
+# in registers.
 PATH_ROW_LENGTHS = [1, 2, 3, 4, 5, 7, 8, 9, 16, 17, 31, 32, 33, 64, 127, 128, 129, 1000, 1024, 1025, 2048, 2049,
-                    4096, 4097, 4104, 8192, 8200, 16384, 16392, 32768, 131072, 131080, 262144, 262152, 300000]  # fmt: skip
+                    4096, 4097, 4104, 8192, 8200, 16384, 16392, 32768, 32776, 65536, 65544, 131072, 131080, 262144,
+                    262152, 300000, 524296]  # fmt: skip
 
 # Magnitudes far from 1 that the dtype's squares still hold (a float32 of 1e20 would square to inf
 # in torch's float32 math as in ours).
