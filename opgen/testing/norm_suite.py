@@ -35,7 +35,7 @@ from opgen.testing.op_suite import (
 # in registers.
 PATH_ROW_LENGTHS = [1, 2, 3, 4, 5, 7, 8, 9, 16, 17, 31, 32, 33, 64, 127, 128, 129, 1000, 1024, 1025, 2048, 2049,
                     4096, 4097, 4104, 8192, 8200, 16384, 16392, 32768, 32776, 65536, 65544, 131072, 131080, 262144,
-                    262152, 300000]  # fmt: skip
+                    262152, 300000, 524296]  # fmt: skip
 
 # Magnitudes far from 1 that the dtype's squares still hold (a float32 of 1e20 would square to inf
 # in torch's float32 math as in ours).

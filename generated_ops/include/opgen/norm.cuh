@@ -25,7 +25,6 @@
 #include <ATen/OpMathType.h>
 #include <c10/cuda/CUDAException.h>
 #include <c10/cuda/CUDAFunctions.h>
-#include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -67,9 +66,7 @@ struct MergeMoments {
     const M count = a.count + b.count;
     if (count == M(0)) return a;
     const M delta = b.mean - a.mean;
-    // Halves of a row (every merge of the butterfly over whole packs) need no division: b / 2b
-    // is 0.5 exactly.
-    const M b_share = a.count == b.count ? M(0.5) : b.count / count;
+    const M b_share = b.count / count;
     return {count, a.mean + delta * b_share, a.m2 + b.m2 + delta * delta * a.count * b_share};
   }
 };
@@ -226,25 +223,6 @@ __device__ __forceinline__ M value_of(const Raw<T, kPack>& pack, int j) {
   }
 }
 
-// A pack of T from kPack values of M, rounded to nearest. bfloat16 rounds two at a time (one
-// cvt.rn.bf16x2.f32 for two values, where an element-wise cast takes a conversion each and a
-// permute to pack them): the same bits, fewer instructions.
-template <typename T, int kPack, typename M>
-__device__ __forceinline__ Pack<T, kPack> narrow(const M (&values)[kPack]) {
-  Pack<T, kPack> pack;
-  if constexpr (std::is_same_v<T, c10::BFloat16> && std::is_same_v<M, float> && kPack % 2 == 0) {
-#pragma unroll
-    for (int j = 0; j < kPack; j += 2) {
-      const __nv_bfloat162 pair = __floats2bfloat162_rn(values[j], values[j + 1]);
-      memcpy(&pack.elem[j], &pair, sizeof(pair));
-    }
-  } else {
-#pragma unroll
-    for (int j = 0; j < kPack; ++j) pack.elem[j] = static_cast<T>(values[j]);
-  }
-  return pack;
-}
-
 template <typename T, int kPack>
 __device__ __forceinline__ Raw<T, kPack> filled(T value) {
   Raw<T, kPack> pack;
@@ -321,13 +299,7 @@ __global__ void __launch_bounds__(block_threads_for<kThreadsPerRow>(),
       for (int p = 0; p < kPacks; ++p)
 #pragma unroll
         for (int j = 0; j < kPack; ++j) total += value_of<M>(v[p], j);
-      // A thread whose packs are all in the row divides by its (power-of-two) value count: the
-      // same bits as a multiplication by its reciprocal, without the division's ~15 instructions.
-      constexpr bool kPowerOfTwo = (kColsPerThread & (kColsPerThread - 1)) == 0;
-      const M local_mean = kPowerOfTwo && valid == kColsPerThread
-                               ? total * (M(1) / M(kColsPerThread))
-                           : valid > 0 ? total / M(valid)
-                                       : M(0);
+      const M local_mean = valid > 0 ? total / M(valid) : M(0);
       M m2 = 0;
 #pragma unroll
       for (int p = 0; p < kPacks; ++p) {
@@ -366,11 +338,11 @@ __global__ void __launch_bounds__(block_threads_for<kThreadsPerRow>(),
           M w[kPack], b[kPack];
           load_parameter<kPack>(w, a.weight ? a.weight + slice_begin : nullptr, col, M(1));
           load_parameter<kPack>(b, a.bias ? a.bias + slice_begin : nullptr, col, M(0));
-          M out[kPack];
+          Pack<T, kPack> out;
 #pragma unroll
           for (int j = 0; j < kPack; ++j)
-            out[j] = (value_of<M>(v[p], j) - mean) * rstd * w[j] + b[j];
-          store_pack<T, kPack>(a.y + offset + col, narrow<T>(out));
+            out.elem[j] = static_cast<T>((value_of<M>(v[p], j) - mean) * rstd * w[j] + b[j]);
+          store_pack<T, kPack>(a.y + offset + col, out);
           if constexpr (kResidual) store_pack<T, kPack>(a.sum + offset + col, v[p]);
         }
       }
@@ -554,7 +526,7 @@ __global__ void __launch_bounds__(
       for (int p = 0; p < kPacks; ++p) {
         const int64_t col = pack_col<kPack, kThreadsPerRow>(p, lane);
         if (col < slice_length) {
-          M out[kPack];
+          Pack<T, kPack> out;
           M dy_xhat[kPack];
           M dy_values[kPack];
 #pragma unroll
@@ -565,11 +537,11 @@ __global__ void __launch_bounds__(
             if constexpr (kResidual) {
               if (has_dsum) dx += value_of<M>(now.dsum[p], j);
             }
-            out[j] = dx;
+            out.elem[j] = static_cast<T>(dx);
             dy_xhat[j] = dy * xhat;
             dy_values[j] = dy;
           }
-          store_pack<T, kPack>(a.dx + offset + col, narrow<T>(out));
+          store_pack<T, kPack>(a.dx + offset + col, out);
           add_to_sums<M, kPack, kBlockThreads>(dweight, p, dy_xhat);
           if constexpr (kCentered) add_to_sums<M, kPack, kBlockThreads>(dbias, p, dy_values);
         }
@@ -799,7 +771,7 @@ __global__ void __launch_bounds__(kSliceThreads, 2)
         const int64_t p = first + b * kSliceThreads;
         if (p < slice_packs) {
           const Raw<W, kPack> w = weight_at(p);
-          M out[kPack];
+          Pack<T, kPack> out;
           M dy_xhat[kPack];
           M dy_values[kPack];
 #pragma unroll
@@ -810,11 +782,11 @@ __global__ void __launch_bounds__(kSliceThreads, 2)
             if constexpr (kResidual) {
               if (has_dsum) dx += value_of<M>(dsum[b], j);
             }
-            out[j] = dx;
+            out.elem[j] = static_cast<T>(dx);
             dy_xhat[j] = dy_j * xhat;
             dy_values[j] = dy_j;
           }
-          store_pack<T, kPack>(a.dx + offset + p * kPack, narrow<T>(out));
+          store_pack<T, kPack>(a.dx + offset + p * kPack, out);
 #pragma unroll
           for (int q = 0; q < kPack; q += kVec) {
             M* at = dweight + p * kPack + q;
@@ -1003,15 +975,9 @@ void with_register_shape(int64_t cols, F&& f) {
       return;
     }
   }
-  constexpr int kWide =
+  constexpr int kColsPerThread =
       std::clamp(kCapacity / kWarpSize, kColsPerThreadMin<kBackward, kPack, kInputs>,
                  kColsPerThreadMax<kBackward, kPack, kInputs>);
-  // Forward rows of 16-byte packs get 8 threads at least, so that each load instruction reads
-  // 128 contiguous bytes of a row (a whole cache line): bfloat16 rows of 128 held by 2 threads of
-  // 8 packs each (32 bytes of a row an instruction) measured 55% of copy on an H200, against 78%
-  // with 8 threads of 2 packs.
-  constexpr int kColsPerThread =
-      !kBackward && kPack > 1 ? std::max(kPack, std::min(kWide, kCapacity / 8)) : kWide;
   f(IntConstant<kColsPerThread>(), IntConstant<kCapacity / kColsPerThread>());
 }
 
