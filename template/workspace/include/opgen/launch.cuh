@@ -27,11 +27,12 @@ inline int multiprocessor_count() {
   return count;
 }
 
-// Blocks of kKernel, launched with `block_threads` threads (a power of two) and no dynamic
-// shared memory, that one multiprocessor of the current device holds at once. Asked of the
-// driver once per kernel, device and block size: the query costs microseconds a launch.
+// Blocks of kKernel, launched with `block_threads` threads (a power of two) and `smem_bytes` of
+// dynamic shared memory, that one multiprocessor of the current device holds at once. Asked of
+// the driver once per kernel, device and block size (so a kernel's launches of one block size
+// must ask the same dynamic shared memory): the query costs microseconds a launch.
 template <auto kKernel>
-int blocks_per_multiprocessor(int block_threads) {
+int blocks_per_multiprocessor(int block_threads, size_t smem_bytes = 0) {
   constexpr int kBlockSizes = 11;  // 1 to 1024 threads
   static std::atomic<int> cache[kMaxDevices][kBlockSizes] = {};
   int size_index = 0;
@@ -42,7 +43,7 @@ int blocks_per_multiprocessor(int block_threads) {
   int blocks = remembered ? cache[device][size_index].load(std::memory_order_relaxed) : 0;
   if (blocks == 0) {
     C10_CUDA_CHECK(
-        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kKernel, block_threads, 0));
+        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kKernel, block_threads, smem_bytes));
     blocks = std::max(blocks, 1);
     if (remembered) cache[device][size_index].store(blocks, std::memory_order_relaxed);
   }

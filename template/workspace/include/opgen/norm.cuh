@@ -13,10 +13,13 @@
 // writes one partial row, and a second small kernel adds the partial rows in a fixed order. Same
 // inputs, same bits.
 //
-// Paths by row length, as in the row engine: rows of up to 16384 values (8192 for the backward,
-// which holds x, dy and the two gradient accumulators) sit in the registers of a few lanes, a
-// warp, or up to 16 warps; longer rows up to 16 times that are split over a cluster of blocks on
-// sm_90 (one DRAM read); anything longer reads the row twice, a block per row.
+// Paths by row length, as in the row engine: rows sit in the registers of a few lanes, a warp,
+// or up to 16 warps (16-byte path: up to 16384 float32 or 32768 bfloat16 values forward, half that
+// with a residual; 4096 or 8192 backward, which holds x, dy, the next row's x and dy, and the two
+// gradient accumulators); longer rows up to 16 times that are split over a cluster of blocks on
+// sm_90 (one DRAM read); anything longer reads the row twice, a block per row. Values are held in
+// registers as loaded (Raw packs) and widened where used, so a thread keeps 128 bytes of loads in
+// flight forward; the backward's blocks loop over rows and load each next row ahead.
 #pragma once
 
 #include <ATen/OpMathType.h>
@@ -28,7 +31,9 @@
 #include <atomic>
 #include <cstdint>
 #include <limits>
+#include <mutex>
 #include <type_traits>
+#include <unordered_map>
 #include <utility>
 
 #include "opgen/launch.cuh"
@@ -186,10 +191,59 @@ __device__ __forceinline__ State row_allreduce(State value, Combine combine, Sta
   return value;
 }
 
+// Packs of T held as loaded (a bfloat16 pack is 4 registers, not 8 floats) and widened where
+// used: half the registers of widened values, so more threads an SM keep loads in flight. On an
+// H200 the widened bfloat16 forward took 72 registers a thread at 32 values and reached 64-84%
+// of copy at rows of 1024 to 8192, against 96-97% for float32 holding the same 8 packs.
+template <typename T, int kPack>
+using Raw = Pack<T, kPack>;
+
+// Element j of a held pack as M. For bfloat16 the widening (a shift or a mask) is volatile
+// assembly, so the compiler redoes it at each use instead of keeping every widened value live
+// across the row's reduction, which doubled the registers the raw packs were meant to save
+// (bfloat16 forward, 64 values a thread: 116 to 127 registers, 91 to 95 with it).
+template <typename M, typename T, int kPack>
+__device__ __forceinline__ M value_of(const Raw<T, kPack>& pack, int j) {
+  if constexpr (std::is_same_v<T, c10::BFloat16> && std::is_same_v<M, float> && kPack % 2 == 0) {
+    uint32_t pair;
+    memcpy(&pair, &pack.elem[j - j % 2], sizeof(pair));
+    uint32_t bits;
+#ifdef __CUDA_ARCH__
+    if (j % 2 == 0) {
+      asm volatile("shl.b32 %0, %1, 16;" : "=r"(bits) : "r"(pair));
+    } else {
+      asm volatile("and.b32 %0, %1, 0xffff0000;" : "=r"(bits) : "r"(pair));
+    }
+#else
+    bits = j % 2 == 0 ? pair << 16 : pair & 0xffff0000u;
+#endif
+    return __uint_as_float(bits);
+  } else {
+    return widen<M>(pack, j);
+  }
+}
+
+template <typename T, int kPack>
+__device__ __forceinline__ Raw<T, kPack> filled(T value) {
+  Raw<T, kPack> pack;
+#pragma unroll
+  for (int j = 0; j < kPack; ++j) pack.elem[j] = value;
+  return pack;
+}
+
+// Blocks an SM must hold at once, for __launch_bounds__: enough for kThreadsPerSm threads (or
+// more, in whole blocks) on the 16-byte path: 1024 forward, at most 64 registers a thread, so that
+// a block of 512 threads (rows of 16384 float32 values, and clusters) shares its SM with a second
+// one whose loads overlap its reductions.
+template <typename T, int kPack, int kBlockThreads, int kThreadsPerSm = 1024>
+constexpr int kRowBlocksPerSm =
+    kPack > 1 && !std::is_same_v<T, double> ? (kThreadsPerSm + kBlockThreads - 1) / kBlockThreads
+                                            : row_engine::kMinBlocksPerSm<T>;
+
 template <typename T, typename W, bool kCentered, bool kResidual, int kPack, int kColsPerThread,
           int kThreadsPerRow>
 __global__ void __launch_bounds__(block_threads_for<kThreadsPerRow>(),
-                                  row_engine::kMinBlocksPerSm<T>)
+                                  kRowBlocksPerSm<T, kPack, block_threads_for<kThreadsPerRow>()>)
     forward_rows_kernel(ForwardArgs<T, W> a, int64_t slice_cols, int cluster_blocks) {
   using M = at::opmath_type<T>;
   constexpr int kBlockThreads = block_threads_for<kThreadsPerRow>();
@@ -212,25 +266,30 @@ __global__ void __launch_bounds__(block_threads_for<kThreadsPerRow>(),
     const bool row_valid = first_row + row_in_block < a.rows;
     const int64_t row = min(first_row + row_in_block, a.rows - 1);
     const int64_t offset = row * a.cols + slice_begin;
-    M v[kPacks][kPack];
-    int valid = 0;
+    // Every load of the row first, then the sums: all of a thread's packs are in flight at once.
+    Raw<T, kPack> v[kPacks];
+    [[maybe_unused]] Raw<T, kPack> r[kResidual ? kPacks : 1];
 #pragma unroll
     for (int p = 0; p < kPacks; ++p) {
       const int64_t col = pack_col<kPack, kThreadsPerRow>(p, lane);
+      v[p] = filled<T, kPack>(T(0));
       if (col < slice_length) {
-        load_values<T, kPack>(v[p], a.x + offset + col);
+        v[p] = load_pack<T, kPack>(a.x + offset + col);
+        if constexpr (kResidual) r[p] = load_pack<T, kPack>(a.residual + offset + col);
+      }
+    }
+    int valid = 0;
+#pragma unroll
+    for (int p = 0; p < kPacks; ++p) {
+      if (pack_col<kPack, kThreadsPerRow>(p, lane) < slice_length) {
+        valid += kPack;
         if constexpr (kResidual) {
-          M r[kPack];
-          load_values<T, kPack>(r, a.residual + offset + col);
           // The sum is rounded to T before it is normalized, as x + residual in T would be: the
           // backward reads that rounded sum.
 #pragma unroll
-          for (int j = 0; j < kPack; ++j) v[p][j] = static_cast<M>(static_cast<T>(v[p][j] + r[j]));
+          for (int j = 0; j < kPack; ++j)
+            v[p].elem[j] = static_cast<T>(value_of<M>(v[p], j) + value_of<M>(r[p], j));
         }
-        valid += kPack;
-      } else {
-#pragma unroll
-        for (int j = 0; j < kPack; ++j) v[p][j] = M(0);
       }
     }
     State state;
@@ -239,14 +298,17 @@ __global__ void __launch_bounds__(block_threads_for<kThreadsPerRow>(),
 #pragma unroll
       for (int p = 0; p < kPacks; ++p)
 #pragma unroll
-        for (int j = 0; j < kPack; ++j) total += v[p][j];
+        for (int j = 0; j < kPack; ++j) total += value_of<M>(v[p], j);
       const M local_mean = valid > 0 ? total / M(valid) : M(0);
       M m2 = 0;
 #pragma unroll
       for (int p = 0; p < kPacks; ++p) {
         if (pack_col<kPack, kThreadsPerRow>(p, lane) < slice_length) {
 #pragma unroll
-          for (int j = 0; j < kPack; ++j) m2 += (v[p][j] - local_mean) * (v[p][j] - local_mean);
+          for (int j = 0; j < kPack; ++j) {
+            const M d = value_of<M>(v[p], j) - local_mean;
+            m2 += d * d;
+          }
         }
       }
       state = {M(valid), local_mean, m2};
@@ -255,7 +317,7 @@ __global__ void __launch_bounds__(block_threads_for<kThreadsPerRow>(),
 #pragma unroll
       for (int p = 0; p < kPacks; ++p)
 #pragma unroll
-        for (int j = 0; j < kPack; ++j) squares += v[p][j] * v[p][j];
+        for (int j = 0; j < kPack; ++j) squares += value_of<M>(v[p], j) * value_of<M>(v[p], j);
       state = squares;
     }
     state = row_allreduce<kThreadsPerRow>(state, Combine(), scratch, &published, cluster_blocks);
@@ -279,14 +341,9 @@ __global__ void __launch_bounds__(block_threads_for<kThreadsPerRow>(),
           Pack<T, kPack> out;
 #pragma unroll
           for (int j = 0; j < kPack; ++j)
-            out.elem[j] = static_cast<T>((v[p][j] - mean) * rstd * w[j] + b[j]);
+            out.elem[j] = static_cast<T>((value_of<M>(v[p], j) - mean) * rstd * w[j] + b[j]);
           store_pack<T, kPack>(a.y + offset + col, out);
-          if constexpr (kResidual) {
-            Pack<T, kPack> sum;
-#pragma unroll
-            for (int j = 0; j < kPack; ++j) sum.elem[j] = static_cast<T>(v[p][j]);
-            store_pack<T, kPack>(a.sum + offset + col, sum);
-          }
+          if constexpr (kResidual) store_pack<T, kPack>(a.sum + offset + col, v[p]);
         }
       }
       if (lane == 0 && rank == 0) {
@@ -298,13 +355,87 @@ __global__ void __launch_bounds__(block_threads_for<kThreadsPerRow>(),
   }
 }
 
+// Threads an SM holds in the backward, which keeps two rows' packs and the weight: 768 (at most
+// 80 registers a thread, none spilled) in blocks of up to 256 threads; blocks of 512 (rows of 8192
+// bfloat16 or 4096 float32 values, and clusters) two an SM, 64 registers (bfloat16 LayerNorm
+// spills 60 bytes a thread there: still more loads in flight than one block of 512 an SM).
+constexpr int kBackwardThreadsPerSm = 768;
+
+// The backward's per-column sums (dy * xhat, and dy when it centers) of a thread's columns over
+// its rows live in dynamic shared memory, not registers: kSums arrays of kBlockThreads *
+// kColsPerThread values, each thread owning its slots, so no barrier guards them until the block
+// adds its row groups at the end. In registers they cost 32 registers a thread for bfloat16
+// LayerNorm, whose backward then wanted 120 (3 blocks of 128 threads an SM, or spills under a cap).
+// A thread's slots of pack p are kVec-value vectors (float4 where the pack holds whole ones), laid
+// out so that consecutive threads touch consecutive 16 bytes: no bank conflicts.
+template <typename M, int kPack>
+constexpr int kSumVec = sizeof(M) == 4 && kPack % 4 == 0 ? 4 : 1;
+
+template <bool kCentered>
+constexpr int kSumArrays = kCentered ? 2 : 1;
+
+template <typename M, bool kCentered, int kBlockThreads, int kColsPerThread>
+constexpr size_t backward_smem_bytes() {
+  return size_t{kSumArrays<kCentered>} * kBlockThreads * kColsPerThread * sizeof(M);
+}
+
+// The offset (in values) of column slot (p, j) of thread t in one sums array.
+template <typename M, int kPack, int kBlockThreads>
+__device__ __forceinline__ int sum_slot(int p, int j, int t) {
+  constexpr int kVec = kSumVec<M, kPack>;
+  return ((p * kPack + j) / kVec * kBlockThreads + t) * kVec + j % kVec;
+}
+
+// Zeroes this thread's slots of pack p.
+template <typename M, int kPack, int kBlockThreads>
+__device__ __forceinline__ void clear_sums(M* sums, int p) {
+  constexpr int kVec = kSumVec<M, kPack>;
+  Pack<M, kVec> zero;
+#pragma unroll
+  for (int i = 0; i < kVec; ++i) zero.elem[i] = M(0);
+#pragma unroll
+  for (int q = 0; q < kPack; q += kVec)
+    store_pack<M, kVec>(sums + sum_slot<M, kPack, kBlockThreads>(p, q, threadIdx.x), zero);
+}
+
+// sums[slot of (p, j)] += values[j] for a pack's kPack values, kVec at a time.
+template <typename M, int kPack, int kBlockThreads>
+__device__ __forceinline__ void add_to_sums(M* sums, int p, const M (&values)[kPack]) {
+  constexpr int kVec = kSumVec<M, kPack>;
+#pragma unroll
+  for (int q = 0; q < kPack; q += kVec) {
+    M* at = sums + sum_slot<M, kPack, kBlockThreads>(p, q, threadIdx.x);
+    Pack<M, kVec> total = load_pack<M, kVec>(at);
+#pragma unroll
+    for (int i = 0; i < kVec; ++i) total.elem[i] += values[q + i];
+    store_pack<M, kVec>(at, total);
+  }
+}
+
+// What the backward reads of one row group: each thread's packs of x (or the sum), dy and, with
+// a residual, the sum's gradient, and the row's statistics.
+template <typename T, typename M, bool kResidual, int kPack, int kPacks>
+struct BackwardRow {
+  Raw<T, kPack> x[kPacks];
+  Raw<T, kPack> dy[kPacks];
+  Raw<T, kPack> dsum[kResidual ? kPacks : 1];
+  M mean;
+  M rstd;
+};
+
 // Backward of a row held in registers: dx = rstd * (g - mean(g) - xhat * mean(g * xhat)) with
 // g = dy * weight (RMSNorm: no mean(g) term), plus the sum output's gradient; each thread adds
 // dy * xhat and dy of its columns over its rows, and the block writes them as its partial row.
+// Blocks stay resident and loop over rows (each writes one partial row, so their number bounds
+// the second pass), and each loads its next row before it reduces the current one: a looping
+// block's loads are then in flight through its reductions and stores, not only between them.
+// The weight of a thread's columns is loaded once, for all its rows; the column sums are in
+// shared memory (see kSumVec), backward_smem_bytes of it.
 template <typename T, typename W, bool kCentered, bool kResidual, int kPack, int kColsPerThread,
           int kThreadsPerRow>
-__global__ void __launch_bounds__(block_threads_for<kThreadsPerRow>(),
-                                  row_engine::kMinBlocksPerSm<T>)
+__global__ void __launch_bounds__(
+    block_threads_for<kThreadsPerRow>(),
+    kRowBlocksPerSm<T, kPack, block_threads_for<kThreadsPerRow>(), kBackwardThreadsPerSm>)
     backward_rows_kernel(BackwardArgs<T, W> a, int64_t slice_cols, int cluster_blocks) {
   using M = at::opmath_type<T>;
   constexpr int kBlockThreads = block_threads_for<kThreadsPerRow>();
@@ -312,6 +443,7 @@ __global__ void __launch_bounds__(block_threads_for<kThreadsPerRow>(),
   constexpr int kPacks = kColsPerThread / kPack;
   constexpr int kCapacity = kThreadsPerRow * kColsPerThread;
   using State = GradSums<M>;
+  using Row = BackwardRow<T, M, kResidual, kPack, kPacks>;
   __shared__ State scratch[kBlockThreads / kWarpSize];
   __shared__ State published;
   const int lane = threadIdx.x % kThreadsPerRow;
@@ -321,37 +453,69 @@ __global__ void __launch_bounds__(block_threads_for<kThreadsPerRow>(),
   const int64_t slice_length = max(int64_t{0}, min(a.cols - slice_begin, slice_cols));
   const int64_t group = blockIdx.x / cluster_blocks;
   const int64_t groups = gridDim.x / cluster_blocks;
+  const int64_t step = groups * kRowsPerBlock;
   const M inv_cols = M(1) / M(a.cols);
-  M dweight[kPacks][kPack] = {};
-  M dbias[kPacks][kPack] = {};
-  for (int64_t first_row = group * kRowsPerBlock; first_row < a.rows;
-       first_row += groups * kRowsPerBlock) {
-    const bool row_valid = first_row + row_in_block < a.rows;
+  const bool has_dsum = kResidual && a.dsum != nullptr;
+  // Threads past a row's end (or past the last row, which they redo) load nothing they use.
+  const auto load_row = [&](int64_t first_row, Row& next) {
     const int64_t row = min(first_row + row_in_block, a.rows - 1);
     const int64_t offset = row * a.cols + slice_begin;
-    const M mean = kCentered ? a.mean[row] : M(0);
-    const M rstd = a.rstd[row];
-    M xhat[kPacks][kPack];
-    M dy[kPacks][kPack];
-    State sums{M(0), M(0)};
+    next.mean = kCentered ? a.mean[row] : M(0);
+    next.rstd = a.rstd[row];
 #pragma unroll
     for (int p = 0; p < kPacks; ++p) {
       const int64_t col = pack_col<kPack, kThreadsPerRow>(p, lane);
       if (col < slice_length) {
-        load_values<T, kPack>(xhat[p], a.x + offset + col);
-        load_values<T, kPack>(dy[p], a.dy + offset + col);
-        M w[kPack];
-        load_parameter<kPack>(w, a.weight ? a.weight + slice_begin : nullptr, col, M(1));
+        next.x[p] = load_pack<T, kPack>(a.x + offset + col);
+        next.dy[p] = load_pack<T, kPack>(a.dy + offset + col);
+        if constexpr (kResidual) {
+          if (has_dsum) next.dsum[p] = load_pack<T, kPack>(a.dsum + offset + col);
+        }
+      }
+    }
+  };
+  Raw<W, kPack> w[kPacks];
+#pragma unroll
+  for (int p = 0; p < kPacks; ++p) {
+    const int64_t col = pack_col<kPack, kThreadsPerRow>(p, lane);
+    w[p] = filled<W, kPack>(W(1));
+    if (a.weight != nullptr && col < slice_length)
+      w[p] = load_pack<W, kPack>(a.weight + slice_begin + col);
+  }
+  extern __shared__ __align__(kVectorBytes) unsigned char sums_bytes[];
+  M* const dweight = reinterpret_cast<M*>(sums_bytes);
+  M* const dbias = dweight + kBlockThreads * kColsPerThread;  // when it centers
+#pragma unroll
+  for (int p = 0; p < kPacks; ++p) {
+    clear_sums<M, kPack, kBlockThreads>(dweight, p);
+    if constexpr (kCentered) clear_sums<M, kPack, kBlockThreads>(dbias, p);
+  }
+  Row next;
+#pragma unroll
+  for (int p = 0; p < kPacks; ++p) {
+    next.x[p] = next.dy[p] = filled<T, kPack>(T(0));
+    if constexpr (kResidual) next.dsum[p] = filled<T, kPack>(T(0));
+  }
+  if (group * kRowsPerBlock < a.rows) load_row(group * kRowsPerBlock, next);
+  for (int64_t first_row = group * kRowsPerBlock; first_row < a.rows; first_row += step) {
+    const bool row_valid = first_row + row_in_block < a.rows;
+    const int64_t row = min(first_row + row_in_block, a.rows - 1);
+    const int64_t offset = row * a.cols + slice_begin;
+    const Row now = next;
+    if (first_row + step < a.rows) load_row(first_row + step, next);
+    const auto xhat_at = [&](int p, int j) {
+      return (value_of<M>(now.x[p], j) - now.mean) * now.rstd;
+    };
+    State sums{M(0), M(0)};
+#pragma unroll
+    for (int p = 0; p < kPacks; ++p) {
+      if (pack_col<kPack, kThreadsPerRow>(p, lane) < slice_length) {
 #pragma unroll
         for (int j = 0; j < kPack; ++j) {
-          xhat[p][j] = (xhat[p][j] - mean) * rstd;
-          const M g = product(dy[p][j], w[j]);
+          const M g = product(value_of<M>(now.dy[p], j), value_of<M>(w[p], j));
           sums.g += g;
-          sums.g_xhat += g * xhat[p][j];
+          sums.g_xhat += g * xhat_at(p, j);
         }
-      } else {
-#pragma unroll
-        for (int j = 0; j < kPack; ++j) xhat[p][j] = dy[p][j] = M(0);
       }
     }
     sums = row_allreduce<kThreadsPerRow>(sums, AddGradSums(), scratch, &published, cluster_blocks);
@@ -362,27 +526,24 @@ __global__ void __launch_bounds__(block_threads_for<kThreadsPerRow>(),
       for (int p = 0; p < kPacks; ++p) {
         const int64_t col = pack_col<kPack, kThreadsPerRow>(p, lane);
         if (col < slice_length) {
-          M w[kPack];
-          load_parameter<kPack>(w, a.weight ? a.weight + slice_begin : nullptr, col, M(1));
-          M extra[kPack];
-          if constexpr (kResidual) {
-            if (a.dsum != nullptr) {
-              load_values<T, kPack>(extra, a.dsum + offset + col);
-            } else {
-#pragma unroll
-              for (int j = 0; j < kPack; ++j) extra[j] = M(0);
-            }
-          }
           Pack<T, kPack> out;
+          M dy_xhat[kPack];
+          M dy_values[kPack];
 #pragma unroll
           for (int j = 0; j < kPack; ++j) {
-            M dx = rstd * (product(dy[p][j], w[j]) - mean_g - xhat[p][j] * mean_g_xhat);
-            if constexpr (kResidual) dx += extra[j];
+            const M dy = value_of<M>(now.dy[p], j);
+            const M xhat = xhat_at(p, j);
+            M dx = now.rstd * (product(dy, value_of<M>(w[p], j)) - mean_g - xhat * mean_g_xhat);
+            if constexpr (kResidual) {
+              if (has_dsum) dx += value_of<M>(now.dsum[p], j);
+            }
             out.elem[j] = static_cast<T>(dx);
-            dweight[p][j] += dy[p][j] * xhat[p][j];
-            dbias[p][j] += dy[p][j];
+            dy_xhat[j] = dy * xhat;
+            dy_values[j] = dy;
           }
           store_pack<T, kPack>(a.dx + offset + col, out);
+          add_to_sums<M, kPack, kBlockThreads>(dweight, p, dy_xhat);
+          if constexpr (kCentered) add_to_sums<M, kPack, kBlockThreads>(dbias, p, dy_values);
         }
       }
     }
@@ -390,7 +551,7 @@ __global__ void __launch_bounds__(block_threads_for<kThreadsPerRow>(),
   }
   // The block's partial row: its rows' sums, added in a fixed order.
   const bool want_weight = a.partial_dweight != nullptr;
-  const bool want_bias = a.partial_dbias != nullptr;
+  const bool want_bias = kCentered && a.partial_dbias != nullptr;
   if (!want_weight && !want_bias) return;
   if constexpr (kRowsPerBlock == 1) {
     // One row group: each thread writes its own columns of this cluster's partial row.
@@ -401,31 +562,28 @@ __global__ void __launch_bounds__(block_threads_for<kThreadsPerRow>(),
       const int64_t at = group * a.cols + slice_begin + col;
 #pragma unroll
       for (int j = 0; j < kPack; ++j) {
-        if (want_weight) a.partial_dweight[at + j] = dweight[p][j];
-        if (want_bias) a.partial_dbias[at + j] = dbias[p][j];
+        const int slot = sum_slot<M, kPack, kBlockThreads>(p, j, threadIdx.x);
+        if (want_weight) a.partial_dweight[at + j] = dweight[slot];
+        if (want_bias) a.partial_dbias[at + j] = dbias[slot];
       }
     }
   } else {
-    // Several row groups: they meet in shared memory, and column c's groups are added in order.
-    __shared__ M staged[kRowsPerBlock][kCapacity];
-    for (int pass = 0; pass < 2; ++pass) {
-      M* partial = pass == 0 ? a.partial_dweight : a.partial_dbias;
-      if (partial == nullptr) continue;
+    // Several row groups: column c's groups are added in order, from every thread's slots.
+    __syncthreads();
+    for (int col = threadIdx.x; col < kCapacity && col < a.cols; col += kBlockThreads) {
+      const int p = col / (kThreadsPerRow * kPack);
+      const int owner = col / kPack % kThreadsPerRow;
+      const int j = col % kPack;
+      M weight_total = 0;
+      M bias_total = 0;
 #pragma unroll
-      for (int p = 0; p < kPacks; ++p) {
-        const int64_t col = pack_col<kPack, kThreadsPerRow>(p, lane);
-#pragma unroll
-        for (int j = 0; j < kPack; ++j)
-          staged[row_in_block][col + j] = pass == 0 ? dweight[p][j] : dbias[p][j];
+      for (int g = 0; g < kRowsPerBlock; ++g) {
+        const int slot = sum_slot<M, kPack, kBlockThreads>(p, j, g * kThreadsPerRow + owner);
+        weight_total += dweight[slot];
+        if (want_bias) bias_total += dbias[slot];
       }
-      __syncthreads();
-      for (int col = threadIdx.x; col < kCapacity && col < a.cols; col += kBlockThreads) {
-        M total = 0;
-#pragma unroll
-        for (int g = 0; g < kRowsPerBlock; ++g) total += staged[g][col];
-        partial[group * a.cols + col] = total;
-      }
-      __syncthreads();
+      if (want_weight) a.partial_dweight[group * a.cols + col] = weight_total;
+      if (want_bias) a.partial_dbias[group * a.cols + col] = bias_total;
     }
   }
 }
@@ -522,6 +680,144 @@ __global__ void __launch_bounds__(kLongRowThreads, row_engine::kMinBlocksPerSm<T
   }
 }
 
+// ---- Backward rows too long for a cluster's registers: a cluster per row, each block owning a
+// slice of the columns for every row it visits. It reads its slice twice, the second time from L2
+// (a block's slice of x and dy is at most 2 x 64 KB), and keeps the slice's column sums in shared
+// memory, so a partial row is a cluster's, not a block's: a block per row with its own partial
+// row wrote as many partial rows as rows (1 GB of them for float32 rows of 262144) and ran at
+// 13-28% of copy on an H200. ----
+
+constexpr int kSliceThreads = 512;
+// Packs of each input a thread loads before it uses any.
+constexpr int kSliceBatch = 2;
+
+template <typename T, typename W, bool kCentered, bool kResidual, int kPack>
+__global__ void __launch_bounds__(kSliceThreads, 2)
+    backward_slices_kernel(BackwardArgs<T, W> a, int64_t slice_cols, int cluster_blocks) {
+  using M = at::opmath_type<T>;
+  using State = GradSums<M>;
+  constexpr int kVec = kSumVec<M, kPack>;
+  __shared__ State scratch[kSliceThreads / kWarpSize];
+  __shared__ State published;
+  // The slice's column sums, in column order: dy * xhat, then (when it centers) dy.
+  extern __shared__ __align__(kVectorBytes) unsigned char sums_bytes[];
+  M* const dweight = reinterpret_cast<M*>(sums_bytes);
+  M* const dbias = dweight + slice_cols;
+  const int rank = blockIdx.x % cluster_blocks;
+  const int64_t slice_begin = rank * slice_cols;
+  const int64_t slice_length = max(int64_t{0}, min(a.cols - slice_begin, slice_cols));
+  const int64_t slice_packs = slice_length / kPack;
+  const int64_t group = blockIdx.x / cluster_blocks;
+  const int64_t groups = gridDim.x / cluster_blocks;
+  const M inv_cols = M(1) / M(a.cols);
+  const bool has_dsum = kResidual && a.dsum != nullptr;
+  for (int64_t i = threadIdx.x; i < kSumArrays<kCentered> * slice_cols; i += kSliceThreads)
+    dweight[i] = M(0);
+  __syncthreads();
+  const auto weight_at = [&](int64_t p) {
+    return a.weight != nullptr ? load_pack<W, kPack>(a.weight + slice_begin + p * kPack)
+                               : filled<W, kPack>(W(1));
+  };
+  for (int64_t row = group; row < a.rows; row += groups) {
+    const int64_t offset = row * a.cols + slice_begin;
+    const M mean = kCentered ? a.mean[row] : M(0);
+    const M rstd = a.rstd[row];
+    // Pass 1: the row's two sums.
+    State sums{M(0), M(0)};
+    for (int64_t first = threadIdx.x; first < slice_packs; first += kSliceThreads * kSliceBatch) {
+      Raw<T, kPack> x[kSliceBatch], dy[kSliceBatch];
+#pragma unroll
+      for (int b = 0; b < kSliceBatch; ++b) {
+        const int64_t p = first + b * kSliceThreads;
+        if (p < slice_packs) {
+          x[b] = load_pack<T, kPack>(a.x + offset + p * kPack);
+          dy[b] = load_pack<T, kPack>(a.dy + offset + p * kPack);
+        }
+      }
+#pragma unroll
+      for (int b = 0; b < kSliceBatch; ++b) {
+        const int64_t p = first + b * kSliceThreads;
+        if (p < slice_packs) {
+          const Raw<W, kPack> w = weight_at(p);
+#pragma unroll
+          for (int j = 0; j < kPack; ++j) {
+            const M g = product(value_of<M>(dy[b], j), value_of<M>(w, j));
+            sums.g += g;
+            sums.g_xhat += g * ((value_of<M>(x[b], j) - mean) * rstd);
+          }
+        }
+      }
+    }
+    sums = row_allreduce<kSliceThreads>(sums, AddGradSums(), scratch, &published, cluster_blocks);
+    const M mean_g = kCentered ? sums.g * inv_cols : M(0);
+    const M mean_g_xhat = sums.g_xhat * inv_cols;
+    // Pass 2: dx, and the column sums (each pack's slots are its thread's alone).
+    for (int64_t first = threadIdx.x; first < slice_packs; first += kSliceThreads * kSliceBatch) {
+      Raw<T, kPack> x[kSliceBatch], dy[kSliceBatch];
+      [[maybe_unused]] Raw<T, kPack> dsum[kResidual ? kSliceBatch : 1];
+#pragma unroll
+      for (int b = 0; b < kSliceBatch; ++b) {
+        const int64_t p = first + b * kSliceThreads;
+        if (p < slice_packs) {
+          x[b] = load_pack<T, kPack>(a.x + offset + p * kPack);
+          dy[b] = load_pack<T, kPack>(a.dy + offset + p * kPack);
+          if constexpr (kResidual) {
+            if (has_dsum) dsum[b] = load_pack<T, kPack>(a.dsum + offset + p * kPack);
+          }
+        }
+      }
+#pragma unroll
+      for (int b = 0; b < kSliceBatch; ++b) {
+        const int64_t p = first + b * kSliceThreads;
+        if (p < slice_packs) {
+          const Raw<W, kPack> w = weight_at(p);
+          Pack<T, kPack> out;
+          M dy_xhat[kPack];
+          M dy_values[kPack];
+#pragma unroll
+          for (int j = 0; j < kPack; ++j) {
+            const M dy_j = value_of<M>(dy[b], j);
+            const M xhat = (value_of<M>(x[b], j) - mean) * rstd;
+            M dx = rstd * (product(dy_j, value_of<M>(w, j)) - mean_g - xhat * mean_g_xhat);
+            if constexpr (kResidual) {
+              if (has_dsum) dx += value_of<M>(dsum[b], j);
+            }
+            out.elem[j] = static_cast<T>(dx);
+            dy_xhat[j] = dy_j * xhat;
+            dy_values[j] = dy_j;
+          }
+          store_pack<T, kPack>(a.dx + offset + p * kPack, out);
+#pragma unroll
+          for (int q = 0; q < kPack; q += kVec) {
+            M* at = dweight + p * kPack + q;
+            Pack<M, kVec> total = load_pack<M, kVec>(at);
+#pragma unroll
+            for (int i = 0; i < kVec; ++i) total.elem[i] += dy_xhat[q + i];
+            store_pack<M, kVec>(at, total);
+            if constexpr (kCentered) {
+              at = dbias + p * kPack + q;
+              total = load_pack<M, kVec>(at);
+#pragma unroll
+              for (int i = 0; i < kVec; ++i) total.elem[i] += dy_values[q + i];
+              store_pack<M, kVec>(at, total);
+            }
+          }
+        }
+      }
+    }
+    if (cluster_blocks > 1) row_engine::wait_for_cluster_readers();
+  }
+  // The cluster's partial row: this block's slice of it.
+  __syncthreads();
+  for (int64_t c = threadIdx.x; c < slice_length; c += kSliceThreads) {
+    const int64_t at = group * a.cols + slice_begin + c;
+    if (a.partial_dweight != nullptr) a.partial_dweight[at] = dweight[c];
+    if constexpr (kCentered) {
+      if (a.partial_dbias != nullptr) a.partial_dbias[at] = dbias[c];
+    }
+  }
+}
+
 // ---- The second pass: out[c] = the sum of partial[p][c] over p, in order of p. ----
 
 constexpr int kSumCols = 32;
@@ -535,6 +831,8 @@ __global__ void __launch_bounds__(kSumCols* kSumLanes)
   const int64_t col = int64_t{blockIdx.x} * kSumCols + threadIdx.x;
   Acc total = 0;
   if (col < cols) {
+    // Unrolled so that several loads are in flight; the adds keep their order.
+#pragma unroll 8
     for (int64_t p = threadIdx.y; p < partials; p += kSumLanes) total += partial[p * cols + col];
   }
   totals[threadIdx.y][threadIdx.x] = total;
@@ -557,30 +855,42 @@ void sum_partials(W* out, const Acc* partial, int64_t partials, int64_t cols, cu
 
 // ---- Host side: the plan of a call. ----
 
-// Values a thread holds: 32 in the forward (x), 16 in the backward, which also holds dy and two
-// float accumulators a value, and would spill at 32.
-template <bool kBackward>
-constexpr int kColsPerThreadMax =
-    kBackward ? kRegisterRowColsPerThread / 2 : kRegisterRowColsPerThread;
+// Values a thread holds. On the 16-byte path, 8 packs forward (128 bytes of x in flight a thread,
+// 32 float32 or 64 bfloat16 values, held as loaded: see Raw) and 2 backward, which holds x, dy,
+// the next row's x and dy (loaded ahead), the weight and two float accumulators a value (the
+// float32 backward took 106 registers a thread at 16 values with no loads ahead, one block of 512
+// threads an SM). The one-value path (odd row lengths, offset views, double) is correct, not
+// tuned: 2 to 32 values forward, up to 8 backward.
+// A forward with a residual reads two tensors, and holds 4 packs of each.
+template <bool kBackward, int kPack, int kInputs>
+constexpr int kColsPerThreadMin = kPack == 1 ? 2 : (kBackward ? 2 : 8 / kInputs) * kPack;
+
+template <bool kBackward, int kPack, int kInputs>
+constexpr int kColsPerThreadMax = kPack == 1 ? (kBackward ? 8 : kRegisterRowColsPerThread)
+                                             : (kBackward ? 2 : 8 / kInputs) * kPack;
 
 // double runs one value a thread step on at most 128 threads a row: correct, not tuned.
 template <typename T>
 constexpr int kRowThreadsMax = std::is_same_v<T, double> ? 128 : kMaxRowThreads;
 
-template <typename T, bool kBackward>
-constexpr int64_t kRegisterCols = int64_t{kRowThreadsMax<T>} * kColsPerThreadMax<kBackward>;
+// The longest row in one block's registers: forward 16384 float32 or 32768 bfloat16 values,
+// backward 4096 or 8192; clusters of up to 16 blocks hold 16 times that.
+template <typename T, bool kBackward, int kPack, int kInputs>
+constexpr int64_t kRegisterCols =
+    int64_t{kRowThreadsMax<T>} * kColsPerThreadMax<kBackward, kPack, kInputs>;
 
 struct Launch {
   int64_t blocks;
   int cluster_blocks;
   int64_t slice_cols;
   int block_threads;
+  size_t smem_bytes = 0;  // dynamic shared memory a block
 };
 
 // Launches `kernel` on a grid of launch.blocks blocks, clusters of launch.cluster_blocks.
 template <typename Kernel, typename Args>
 void launch_grid(Kernel kernel, const Launch& launch, cudaStream_t stream, const Args& args) {
-  row_engine::SlicePlan plan{launch.cluster_blocks, launch.slice_cols, 0};
+  row_engine::SlicePlan plan{launch.cluster_blocks, launch.slice_cols, launch.smem_bytes};
   row_engine::launch_slices(kernel, plan, launch.block_threads, launch.blocks, stream, args,
                             launch.slice_cols);
 }
@@ -605,14 +915,43 @@ bool has_clusters() {
   return answer == 2;
 }
 
+// Opts `kKernel` in to all the dynamic shared memory a block may have (past 48 KB a kernel must
+// ask), once per device; returns that many bytes. Each launch still asks only for its own.
+template <auto kKernel>
+size_t allow_smem() {
+  static std::atomic<size_t> allowed[kMaxDevices] = {};
+  const int device = c10::cuda::current_device();
+  size_t bytes = device < kMaxDevices ? allowed[device].load(std::memory_order_relaxed) : 0;
+  if (bytes == 0) {
+    cudaFuncAttributes attributes;
+    C10_CUDA_CHECK(cudaFuncGetAttributes(&attributes, kKernel));
+    int optin = 0;
+    C10_CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+    bytes = optin - attributes.sharedSizeBytes;
+    C10_CUDA_CHECK(cudaFuncSetAttribute(kKernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                        static_cast<int>(bytes)));
+    if (device < kMaxDevices) allowed[device].store(bytes, std::memory_order_relaxed);
+  }
+  return bytes;
+}
+
+// Blocks of kKernel the GPU holds at once (with smem_bytes of dynamic shared memory each), at
+// most `needed`.
+template <auto kKernel>
+int64_t resident_blocks(int block_threads, size_t smem_bytes, int64_t needed) {
+  const int64_t resident = int64_t{blocks_per_multiprocessor<kKernel>(block_threads, smem_bytes)} *
+                           multiprocessor_count();
+  return std::clamp<int64_t>(needed, 1, resident);
+}
+
 // The smallest cluster (2 to 16 blocks) whose register slices of `block_cols` hold a row of
 // `cols`, if the kernel has cluster code and the GPU can schedule one; 0 if none.
 template <auto kKernel>
-int cluster_for(int64_t cols, int64_t block_cols, int block_threads) {
+int cluster_for(int64_t cols, int64_t block_cols, int block_threads, size_t smem_bytes = 0) {
   if (cols > block_cols * kMaxClusterBlocks || !has_clusters<kKernel>()) return 0;
   int blocks = 2;
   while (block_cols * blocks < cols) blocks *= 2;
-  const row_engine::SlicePlan plan{blocks, 0, 0};
+  const row_engine::SlicePlan plan{blocks, 0, smem_bytes};
   return row_engine::schedulable(kKernel, plan, block_threads) ? blocks : 0;
 }
 
@@ -620,31 +959,35 @@ template <int N>
 using IntConstant = std::integral_constant<int, N>;
 
 // Calls f(kColsPerThread, kThreadsPerRow) for the smallest register-row kernel holding `cols`,
-// as the row engine's launch_warp_rows sizes its kernels: capacities from two packs a thread,
+// as the row engine's launch_warp_rows sizes its kernels: capacities from kColsPerThreadMin,
 // times 2 on the 16-byte path (4 on the one-value path, correct but not tuned), narrow rows
 // sharing a warp, wider ones more values a thread up to kColsPerThreadMax, then more threads.
-template <typename T, bool kBackward, int kPack, int kCapacity = std::max(2 * kPack, 4), typename F>
+template <typename T, bool kBackward, int kPack, int kInputs,
+          int kCapacity = std::max(kColsPerThreadMin<kBackward, kPack, kInputs>, 4), typename F>
 void with_register_shape(int64_t cols, F&& f) {
-  constexpr int64_t kMax = kRegisterCols<T, kBackward>;
+  constexpr int64_t kMax = kRegisterCols<T, kBackward, kPack, kInputs>;
   static_assert(kMax % kCapacity == 0, "capacities grow to the maximum");
   if constexpr (kCapacity < kMax) {
     if (cols > kCapacity) {
       constexpr int kNext = static_cast<int>(
           std::min<int64_t>(kMax, int64_t{row_engine::kCapacityStep<kPack>} * kCapacity));
-      with_register_shape<T, kBackward, kPack, kNext>(cols, std::forward<F>(f));
+      with_register_shape<T, kBackward, kPack, kInputs, kNext>(cols, std::forward<F>(f));
       return;
     }
   }
   constexpr int kColsPerThread =
-      std::clamp(kCapacity / kWarpSize, 2 * kPack, kColsPerThreadMax<kBackward>);
+      std::clamp(kCapacity / kWarpSize, kColsPerThreadMin<kBackward, kPack, kInputs>,
+                 kColsPerThreadMax<kBackward, kPack, kInputs>);
   f(IntConstant<kColsPerThread>(), IntConstant<kCapacity / kColsPerThread>());
 }
 
 // y = norm(x) * weight + bias for every row, and the rows' statistics; see ForwardArgs.
 template <typename T, typename W, bool kCentered, bool kResidual, int kPack>
 void launch_forward_with(const ForwardArgs<T, W>& a, cudaStream_t stream) {
-  if (a.cols <= kRegisterCols<T, false>) {
-    with_register_shape<T, false, kPack>(a.cols, [&](auto cols_per_thread, auto threads_per_row) {
+  constexpr int kInputs = kResidual ? 2 : 1;
+  if (a.cols <= kRegisterCols<T, false, kPack, kInputs>) {
+    with_register_shape<T, false, kPack, kInputs>(a.cols, [&](auto cols_per_thread,
+                                                              auto threads_per_row) {
       constexpr int kThreadsPerRow = decltype(threads_per_row)::value;
       constexpr auto kernel = forward_rows_kernel<T, W, kCentered, kResidual, kPack,
                                                   decltype(cols_per_thread)::value, kThreadsPerRow>;
@@ -659,10 +1002,11 @@ void launch_forward_with(const ForwardArgs<T, W>& a, cudaStream_t stream) {
   }
   if constexpr (kPack > 1) {
     // Up to 16 blocks' registers in a cluster on sm_90: the row is read from DRAM once.
-    constexpr int kColsPerThread = kColsPerThreadMax<false>;
+    constexpr int kColsPerThread = kColsPerThreadMax<false, kPack, kInputs>;
     constexpr auto kernel =
         forward_rows_kernel<T, W, kCentered, kResidual, kPack, kColsPerThread, kMaxRowThreads>;
-    const int cluster = cluster_for<kernel>(a.cols, kRegisterCols<T, false>, kMaxRowThreads);
+    const int cluster =
+        cluster_for<kernel>(a.cols, kRegisterCols<T, false, kPack, kInputs>, kMaxRowThreads);
     if (cluster > 0) {
       const int64_t slice_cols = ceil_div(ceil_div(a.cols, cluster), kPack) * kPack;
       const int64_t clusters = std::min<int64_t>(a.rows, std::numeric_limits<int>::max() / cluster);
@@ -707,6 +1051,70 @@ void launch_forward(const ForwardArgs<T, W>& a, cudaStream_t stream) {
   launch_forward_with<T, W, kCentered, kResidual, 1>(a, stream);
 }
 
+// How backward_slices_kernel takes rows of some length: clusters of cluster_blocks blocks, each
+// owning slice_cols columns with smem_bytes of column sums, `clusters` of them at once on the GPU
+// (0: none fits).
+struct SlicesPlan {
+  int cluster_blocks;
+  int64_t slice_cols;
+  size_t smem_bytes;
+  int64_t clusters;
+};
+
+// Column sums a block of backward_slices_kernel aims to stay within: two blocks an SM.
+constexpr size_t kSliceSumsTargetBytes = 96 * 1024;
+
+// The fewest cluster blocks (a power of two up to 16) whose slices' sums stay within the target,
+// else the most blocks whose sums fit at all; remembered per device and row length, as the row
+// engine's plans are (the occupancy queries take microseconds).
+template <auto kKernel, typename M, bool kCentered, int kPack>
+SlicesPlan plan_backward_slices(int64_t cols) {
+  constexpr size_t kMaxPlans = 64;
+  static std::mutex mutex;
+  static std::unordered_map<int64_t, SlicesPlan> plans[kMaxDevices];
+  const int device = c10::cuda::current_device();
+  const std::lock_guard<std::mutex> lock(mutex);
+  if (device < kMaxDevices) {
+    if (const auto known = plans[device].find(cols); known != plans[device].end())
+      return known->second;
+  }
+  SlicesPlan chosen{0, 0, 0, 0};
+  if (has_clusters<kKernel>()) {
+    const size_t max_bytes = allow_smem<kKernel>();
+    const auto plan_for = [&](int blocks) {
+      const int64_t slice_cols = ceil_div(ceil_div(cols, blocks), kPack) * kPack;
+      return SlicesPlan{blocks, slice_cols,
+                        static_cast<size_t>(kSumArrays<kCentered> * slice_cols) * sizeof(M), 0};
+    };
+    const auto resident = [&](SlicesPlan plan) {
+      cudaLaunchAttribute cluster_dims;
+      const row_engine::SlicePlan slices{plan.cluster_blocks, plan.slice_cols, plan.smem_bytes};
+      const cudaLaunchConfig_t config = row_engine::slices_config(
+          slices, kSliceThreads, plan.cluster_blocks, nullptr, cluster_dims);
+      int clusters = 0;
+      if (cudaOccupancyMaxActiveClusters(&clusters, kKernel, &config) != cudaSuccess) {
+        (void)cudaGetLastError();  // a "no", not an error for the next launch check
+        clusters = 0;
+      }
+      plan.clusters = clusters;
+      return plan;
+    };
+    for (int blocks = 2; blocks <= kMaxClusterBlocks && chosen.clusters == 0; blocks *= 2) {
+      const SlicesPlan plan = plan_for(blocks);
+      if (plan.smem_bytes <= kSliceSumsTargetBytes) chosen = resident(plan);
+    }
+    for (int blocks = kMaxClusterBlocks; blocks >= 2 && chosen.clusters == 0; blocks /= 2) {
+      const SlicesPlan plan = plan_for(blocks);
+      if (plan.smem_bytes <= max_bytes) chosen = resident(plan);
+    }
+  }
+  if (device < kMaxDevices) {
+    if (plans[device].size() >= kMaxPlans) plans[device].clear();
+    plans[device][cols] = chosen;
+  }
+  return chosen;
+}
+
 // Where the backward's per-column sums go: `partials` rows of `cols` values (M) for the weight
 // and the bias gradients, made by the caller (it owns the allocator). Null where not wanted.
 template <typename M>
@@ -719,41 +1127,62 @@ template <typename T, typename W, bool kCentered, bool kResidual, int kPack, typ
 int64_t launch_backward_with(BackwardArgs<T, W> a, cudaStream_t stream,
                              MakePartials make_partials) {
   using M = at::opmath_type<T>;
-  if (a.cols <= kRegisterCols<T, true>) {
+  if (a.cols <= kRegisterCols<T, true, kPack, 1>) {
     int64_t partials = 0;
-    with_register_shape<T, true, kPack>(a.cols, [&](auto cols_per_thread, auto threads_per_row) {
+    with_register_shape<T, true, kPack, 1>(a.cols, [&](auto cols_per_thread, auto threads_per_row) {
       constexpr int kThreadsPerRow = decltype(threads_per_row)::value;
       constexpr auto kernel =
           backward_rows_kernel<T, W, kCentered, kResidual, kPack, decltype(cols_per_thread)::value,
                                kThreadsPerRow>;
       constexpr int kBlockThreads = block_threads_for<kThreadsPerRow>();
+      constexpr size_t kSmem =
+          backward_smem_bytes<M, kCentered, kBlockThreads, decltype(cols_per_thread)::value>();
+      allow_smem<kernel>();
       // As many blocks as the GPU holds at once, each looping over rows: each writes one partial
       // row of the gradients, so their number bounds the second pass's work.
-      partials = row_engine::resident_blocks<kernel>(
-          kBlockThreads, ceil_div(a.rows, kBlockThreads / kThreadsPerRow));
+      partials = resident_blocks<kernel>(kBlockThreads, kSmem,
+                                         ceil_div(a.rows, kBlockThreads / kThreadsPerRow));
       const Partials<M> made = make_partials(partials, false);
       a.partial_dweight = made.dweight;
       a.partial_dbias = made.dbias;
-      launch_grid(kernel, Launch{partials, 1, a.cols, kBlockThreads}, stream, a);
+      launch_grid(kernel, Launch{partials, 1, a.cols, kBlockThreads, kSmem}, stream, a);
     });
     return partials;
   }
   if constexpr (kPack > 1) {
-    constexpr int kColsPerThread = kColsPerThreadMax<true>;
+    constexpr int kColsPerThread = kColsPerThreadMax<true, kPack, 1>;
     constexpr auto kernel =
         backward_rows_kernel<T, W, kCentered, kResidual, kPack, kColsPerThread, kMaxRowThreads>;
-    const int cluster = cluster_for<kernel>(a.cols, kRegisterCols<T, true>, kMaxRowThreads);
+    constexpr size_t kSmem = backward_smem_bytes<M, kCentered, kMaxRowThreads, kColsPerThread>();
+    allow_smem<kernel>();
+    const int cluster =
+        cluster_for<kernel>(a.cols, kRegisterCols<T, true, kPack, 1>, kMaxRowThreads, kSmem);
     if (cluster > 0) {
       const int64_t slice_cols = ceil_div(ceil_div(a.cols, cluster), kPack) * kPack;
       // Clusters the GPU holds at once, each looping over rows.
       const int64_t sms = multiprocessor_count();
       const int64_t partials = std::clamp<int64_t>(
-          sms * blocks_per_multiprocessor<kernel>(kMaxRowThreads) / cluster, 1, a.rows);
+          sms * blocks_per_multiprocessor<kernel>(kMaxRowThreads, kSmem) / cluster, 1, a.rows);
       const Partials<M> made = make_partials(partials, false);
       a.partial_dweight = made.dweight;
       a.partial_dbias = made.dbias;
-      launch_grid(kernel, Launch{partials * cluster, cluster, slice_cols, kMaxRowThreads}, stream,
-                  a);
+      launch_grid(kernel, Launch{partials * cluster, cluster, slice_cols, kMaxRowThreads, kSmem},
+                  stream, a);
+      return partials;
+    }
+  }
+  if constexpr (kPack > 1) {
+    constexpr auto kernel = backward_slices_kernel<T, W, kCentered, kResidual, kPack>;
+    const SlicesPlan plan = plan_backward_slices<kernel, M, kCentered, kPack>(a.cols);
+    if (plan.clusters > 0) {
+      const int64_t partials = std::min<int64_t>(plan.clusters, a.rows);
+      const Partials<M> made = make_partials(partials, false);
+      a.partial_dweight = made.dweight;
+      a.partial_dbias = made.dbias;
+      launch_grid(kernel,
+                  Launch{partials * plan.cluster_blocks, plan.cluster_blocks, plan.slice_cols,
+                         kSliceThreads, plan.smem_bytes},
+                  stream, a);
       return partials;
     }
   }
