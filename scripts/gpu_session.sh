@@ -93,7 +93,7 @@ fi
 if has_mode profile; then
   for op in "${ops[@]}"; do
     case $op in linear_gelu) ;; *) continue ;; esac  # the script calls it as linear_gelu(x, w, b)
-    python3 "$repo/scripts/linear_profile.py" "$op" 2>&1 | tee "$OUT/profile-$op.log"
+    PYTHONPATH="$work${PYTHONPATH:+:$PYTHONPATH}" python3 "$repo/scripts/linear_profile.py" "$op" 2>&1 | tee "$OUT/profile-$op.log"
   done
 fi
 if has_mode bench; then

@@ -120,7 +120,8 @@ def profile_shape(op_name: str, rows: int, k: int, n: int) -> None:
         "eager gelu": lambda: F.gelu(pre_e, approximate="tanh"),
         "eager gelu_backward": lambda: torch.ops.aten.gelu_backward(g, pre_e, approximate="tanh"),
         "eager mm dX": lambda: gp.mm(wd),
-        "eager mm dW": lambda: gp.t().mm(xd),
+        "eager mm dW (g^T x)": lambda: gp.t().mm(xd),
+        "eager mm dW (x^T g)^T": lambda: xd.t().mm(gp),  # autograd's layout for F.linear
         "eager sum db": lambda: gp.sum(0),
     }
     for name, fn in parts.items():

@@ -114,13 +114,17 @@ void launch_activation_backward(const at::Tensor& grad, const at::Tensor& saved,
   constexpr int kPack = pack_size<T>();
   const int64_t rows = grad.size(0), cols = grad.size(1);
   const int64_t column_blocks = row_engine::ceil_div(cols, int64_t{kColumnThreads} * kPack);
-  // Enough row chunks that the GPU is full a few times over (each block adds one partial row).
-  const int64_t wanted = int64_t{multiprocessor_count()} *
-                         blocks_per_multiprocessor<activation_backward_kernel<T, Derivative>>(
-                             kColumnThreads * kRowLanes);
-  const int64_t most_chunks = std::min<int64_t>(row_engine::ceil_div(rows, kRowLanes), 65535);
+  // About kWaves waves of resident blocks, never more (a last wave of a few blocks would cost as
+  // long as a full one), each over at least kMinChunkRows rows (a block's partial row is the bias
+  // sum's only extra traffic).
+  constexpr int64_t kWaves = 4;
+  constexpr int64_t kMinChunkRows = 4 * kRowLanes;
+  const int64_t resident = int64_t{multiprocessor_count()} *
+                           blocks_per_multiprocessor<activation_backward_kernel<T, Derivative>>(
+                               kColumnThreads * kRowLanes);
+  const int64_t most_chunks = std::min<int64_t>(row_engine::ceil_div(rows, kMinChunkRows), 65535);
   const int64_t chunks_wanted =
-      std::clamp<int64_t>(row_engine::ceil_div(wanted, column_blocks), 1, most_chunks);
+      std::clamp<int64_t>(kWaves * resident / column_blocks, 1, most_chunks);
   const int64_t rows_per_chunk = row_engine::ceil_div(rows, chunks_wanted);
   const int64_t chunks = row_engine::ceil_div(rows, rows_per_chunk);
   at::Tensor partial;

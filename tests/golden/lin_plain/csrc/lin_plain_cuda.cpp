@@ -68,7 +68,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> lin_plain_backward_cuda(
   const bool together = need_weight && need_bias;
   if (together) {
     opgen::linear::lt::weight_and_bias_gradients(grad_pre, opgen::linear::rows_of(x).contiguous(),
-                                                 grad_weight, grad_bias, stream);
+                                                 grad_weight, &grad_bias, stream);
   }
   opgen::linear::input_gradients_aten(grad_pre, x, weight, grad_x, grad_weight, grad_bias, need_x,
                                       need_weight && !together, need_bias && !together);

@@ -9,6 +9,7 @@
 #include <torch/csrc/autograd/custom_function.h>
 #include <torch/library.h>
 
+#include <optional>
 #include <string>
 
 #include "lin_relu.h"
@@ -77,6 +78,11 @@ class LinReluFunction : public torch::autograd::Function<LinReluFunction> {
     // needs_input_grad counts the tensors passed (x, weight, then bias where given).
     const bool need_x = ctx->needs_input_grad(0), need_weight = ctx->needs_input_grad(1);
     const bool need_bias = bias.has_value() && ctx->needs_input_grad(2);
+    // A first derivative (grad mode off) goes straight to the backward's kernels, past the Python
+    // autograd registration that refuses double backward (microseconds a step, as long as a small
+    // layer's GEMMs); with create_graph it goes through that registration, which raises.
+    std::optional<at::AutoDispatchBelowADInplaceOrView> below_autograd;
+    if (!c10::GradMode::is_enabled()) below_autograd.emplace();
     auto [grad_x, grad_weight, grad_bias] = call_backward(
         grads[0], x, weight, bias, out, preactivation, need_x, need_weight, need_bias);
     // One gradient per argument of forward(), undefined for the non-tensors and those not asked

@@ -78,8 +78,14 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> linear_gelu_backward_cuda(
   at::Tensor grad_pre = at::empty_like(grad_contiguous);
   if (linear_gelu_activation_backward_cuda(activation, grad_contiguous, saved, grad_pre,
                                            need_bias ? &grad_bias : nullptr)) {
+    // Then the weight gradient (cuBLASLt's or ATen's GEMM, the faster for the shape) and the input
+    // gradient (ATen's GEMM).
+    if (need_weight) {
+      opgen::linear::lt::weight_and_bias_gradients(grad_pre, opgen::linear::rows_of(x).contiguous(),
+                                                   grad_weight, nullptr, stream);
+    }
     opgen::linear::input_gradients_aten(grad_pre, x, weight, grad_x, grad_weight, grad_bias, need_x,
-                                        need_weight, false);
+                                        false, false);
     return {grad_x, grad_weight, grad_bias};
   }
   grad_pre = opgen::linear::activation_backward(activation, grad2, pre2, out.view({rows, features}))
@@ -90,7 +96,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> linear_gelu_backward_cuda(
   const bool together = need_weight && need_bias;
   if (together) {
     opgen::linear::lt::weight_and_bias_gradients(grad_pre, opgen::linear::rows_of(x).contiguous(),
-                                                 grad_weight, grad_bias, stream);
+                                                 grad_weight, &grad_bias, stream);
   }
   opgen::linear::input_gradients_aten(grad_pre, x, weight, grad_x, grad_weight, grad_bias, need_x,
                                       need_weight && !together, need_bias && !together);
