@@ -59,6 +59,9 @@ class LinPlainFunction : public torch::autograd::Function<LinPlainFunction> {
     at::AutoDispatchBelowADInplaceOrView below_autograd;
     auto [out, preactivation] = call_forward(x, weight, keep_preactivation);
     ctx->mark_non_differentiable({preactivation});
+    // The pre-activation has no gradient: left undefined rather than a tensor of zeros written
+    // (the size of the output) for every backward.
+    ctx->set_materialize_grads(false);
     ctx->save_for_backward({x, weight, out, preactivation});
     return {out, preactivation};
   }
@@ -66,6 +69,8 @@ class LinPlainFunction : public torch::autograd::Function<LinPlainFunction> {
   static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
                                                  torch::autograd::variable_list grads) {
     const torch::autograd::variable_list saved = ctx->get_saved_variables();
+    // No gradient flows in: one undefined gradient per argument of forward().
+    if (!grads[0].defined()) return torch::autograd::variable_list(3);
     const at::Tensor& x = saved[0];
     const at::Tensor& weight = saved[1];
     const at::Tensor& out = saved[2];

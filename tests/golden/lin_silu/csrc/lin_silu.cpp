@@ -62,6 +62,9 @@ class LinSiluFunction : public torch::autograd::Function<LinSiluFunction> {
     at::AutoDispatchBelowADInplaceOrView below_autograd;
     auto [out, preactivation] = call_forward(x, weight, bias, keep_preactivation);
     ctx->mark_non_differentiable({preactivation});
+    // The pre-activation has no gradient: left undefined rather than a tensor of zeros written
+    // (the size of the output) for every backward.
+    ctx->set_materialize_grads(false);
     ctx->save_for_backward({x, weight, bias.value_or(at::Tensor()), out, preactivation});
     return {out, preactivation};
   }
@@ -69,6 +72,8 @@ class LinSiluFunction : public torch::autograd::Function<LinSiluFunction> {
   static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
                                                  torch::autograd::variable_list grads) {
     const torch::autograd::variable_list saved = ctx->get_saved_variables();
+    // No gradient flows in: one undefined gradient per argument of forward().
+    if (!grads[0].defined()) return torch::autograd::variable_list(4);
     const at::Tensor& x = saved[0];
     const at::Tensor& weight = saved[1];
     const std::optional<at::Tensor> bias =
