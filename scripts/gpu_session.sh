@@ -5,6 +5,7 @@
 #   multi     only the multi-GPU tests (inputs on cuda:1, different GPUs refused, DDP over NCCL)
 #   bench     `opgen bench` of the named recipes, results tarred into $OUT/benchmarks.tar.gz
 #   quick     the norm ops against a device copy only, every row length (scripts/norm_quick_bench.py)
+#   profile   the linear ops' training step, kernel by kernel against eager (scripts/linear_profile.py)
 # Device time is scarce, so one call does it all; logs and results land in $OUT. The workspace
 # lives in $GPU_WORK (default /tmp/opgen-gpu), so a second call on a warm machine rebuilds nothing.
 #
@@ -59,8 +60,10 @@ done
 opgen build -j 16 "${ops[@]}" 2>&1 | tee -a "$OUT/build.log" | tail -15 || exit 1
 
 status=0
+# SANITIZE_OPS: the ops to sanitize (default: all named).
+read -r -a sanitized <<< "${SANITIZE_OPS:-${ops[*]}}"
 if has_mode sanitize; then  # in the background: it overlaps the plain tests
-  for op in "${ops[@]}"; do
+  for op in "${sanitized[@]}"; do
     ( opgen test "$op" --sanitize > "$OUT/sanitize-$op.log" 2>&1; echo "exit $?" >> "$OUT/sanitize-$op.log" ) &
   done
 fi
@@ -77,7 +80,7 @@ if has_mode multi; then
 fi
 if has_mode sanitize; then
   wait
-  for op in "${ops[@]}"; do
+  for op in "${sanitized[@]}"; do
     echo "== sanitize $op: $(grep -E '^=+ .*(passed|failed|skipped|error)' "$OUT/sanitize-$op.log" | tail -1)"
     grep -q "^exit 0$" "$OUT/sanitize-$op.log" || status=1
     grep -q "skipped" "$OUT/sanitize-$op.log" && status=1
@@ -86,6 +89,12 @@ if has_mode sanitize; then
 fi
 if has_mode quick; then
   python3 "$repo/scripts/norm_quick_bench.py" "$work/generated_ops" "${ops[@]}" 2>&1 | tee "$OUT/quick.log"
+fi
+if has_mode profile; then
+  for op in "${ops[@]}"; do
+    case $op in linear_gelu) ;; *) continue ;; esac  # the script calls it as linear_gelu(x, w, b)
+    PYTHONPATH="$work${PYTHONPATH:+:$PYTHONPATH}" python3 "$repo/scripts/linear_profile.py" "$op" 2>&1 | tee "$OUT/profile-$op.log"
+  done
 fi
 if has_mode bench; then
   # In the order named; BENCH_BUDGET_S (seconds since the script began) stops starting new ops,

@@ -27,10 +27,9 @@ def lin_plain(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
     if torch.compiler.is_compiling():  # traced by torch.compile: plain checks it understands
         return _op(x, weight, False)[0]
     if torch.is_grad_enabled() and torch._C._any_requires_grad(x, weight):
-        # A gradient will be needed: through the autograd registration below.
+        # A gradient will be needed: through the autograd kernel (C++).
         return _op(x, weight, False)[0]
-    # No gradient: straight to the kernels, past the autograd registration's Python (microseconds,
-    # as long as a small layer's whole GEMM).
+    # No gradient: straight to the kernels, past the autograd kernel.
     with torch._C._AutoDispatchBelowAutograd():
         return _op(x, weight, False)[0]
 
@@ -53,30 +52,7 @@ class LinPlain(torch.nn.Linear):
         return lin_plain(x, self.weight)
 
 
-# Autograd: the forward keeps x, weight, the output and the pre-activation (empty unless
-# kept); the backward op computes only the gradients asked for.
-def _setup_context(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
-    x, weight, _keep = inputs
-    out, preactivation = output
-    ctx.mark_non_differentiable(preactivation)
-    ctx.save_for_backward(x, weight, out, preactivation)
-
-
-def _backward(ctx: Any, grad_out: torch.Tensor, _grad_preactivation: Any) -> tuple[torch.Tensor | None, ...]:
-    x, weight, out, preactivation = ctx.saved_tensors
-    need_x, need_weight = ctx.needs_input_grad[0], ctx.needs_input_grad[1]
-    need_bias = False
-    grad_x, grad_weight, grad_bias = torch.ops.generated_ops.lin_plain_backward.default(
-        grad_out, x, weight, out, preactivation, need_x, need_weight, need_bias
-    )
-    return (
-        grad_x if need_x else None,
-        grad_weight if need_weight else None,
-        None,
-    )
-
-
-torch.library.register_autograd("generated_ops::lin_plain", _backward, setup_context=_setup_context)
+# The autograd formula is C++ (csrc/lin_plain.cpp, the Autograd kernel): no Python runs in a training step.
 # lin_plain_backward has no derivative of its own: differentiating it (a gradient of a gradient)
 # raises one clear error.
 refuse_double_backward("lin_plain")

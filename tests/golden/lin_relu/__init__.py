@@ -27,10 +27,9 @@ def lin_relu(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = 
     if torch.compiler.is_compiling():  # traced by torch.compile: plain checks it understands
         return _op(x, weight, bias, False)[0]
     if torch.is_grad_enabled() and torch._C._any_requires_grad(x, weight, bias):
-        # A gradient will be needed: through the autograd registration below.
+        # A gradient will be needed: through the autograd kernel (C++).
         return _op(x, weight, bias, False)[0]
-    # No gradient: straight to the kernels, past the autograd registration's Python (microseconds,
-    # as long as a small layer's whole GEMM).
+    # No gradient: straight to the kernels, past the autograd kernel.
     with torch._C._AutoDispatchBelowAutograd():
         return _op(x, weight, bias, False)[0]
 
@@ -54,31 +53,7 @@ class LinRelu(torch.nn.Linear):
         return lin_relu(x, self.weight, self.bias)
 
 
-# Autograd: the forward keeps x, weight, bias, the output and the pre-activation (empty unless
-# kept); the backward op computes only the gradients asked for.
-def _setup_context(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
-    x, weight, bias, _keep = inputs
-    out, preactivation = output
-    ctx.mark_non_differentiable(preactivation)
-    ctx.save_for_backward(x, weight, bias, out, preactivation)
-
-
-def _backward(ctx: Any, grad_out: torch.Tensor, _grad_preactivation: Any) -> tuple[torch.Tensor | None, ...]:
-    x, weight, bias, out, preactivation = ctx.saved_tensors
-    need_x, need_weight = ctx.needs_input_grad[0], ctx.needs_input_grad[1]
-    need_bias = bias is not None and ctx.needs_input_grad[2]
-    grad_x, grad_weight, grad_bias = torch.ops.generated_ops.lin_relu_backward.default(
-        grad_out, x, weight, bias, out, preactivation, need_x, need_weight, need_bias
-    )
-    return (
-        grad_x if need_x else None,
-        grad_weight if need_weight else None,
-        grad_bias if need_bias else None,
-        None,
-    )
-
-
-torch.library.register_autograd("generated_ops::lin_relu", _backward, setup_context=_setup_context)
+# The autograd formula is C++ (csrc/lin_relu.cpp, the Autograd kernel): no Python runs in a training step.
 # lin_relu_backward has no derivative of its own: differentiating it (a gradient of a gradient)
 # raises one clear error.
 refuse_double_backward("lin_relu")

@@ -32,10 +32,9 @@ def linear_gelu(
         )
         return _op(x, weight, bias, approximate, keep)[0]
     if torch.is_grad_enabled() and torch._C._any_requires_grad(x, weight, bias):
-        # A gradient will be needed: through the autograd registration below, keeping the pre-activation the backward reads.
+        # A gradient will be needed: through the autograd kernel (C++), keeping the pre-activation the backward reads.
         return _op(x, weight, bias, approximate, True)[0]
-    # No gradient: straight to the kernels, past the autograd registration's Python (microseconds,
-    # as long as a small layer's whole GEMM).
+    # No gradient: straight to the kernels, past the autograd kernel.
     with torch._C._AutoDispatchBelowAutograd():
         return _op(x, weight, bias, approximate, False)[0]
 
@@ -64,33 +63,7 @@ class LinearGelu(torch.nn.Linear):
         return f"{super().extra_repr()}, approximate={self.approximate!r}"
 
 
-# Autograd: the forward keeps x, weight, bias, the output and the pre-activation (empty unless
-# kept); the backward op computes only the gradients asked for.
-def _setup_context(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
-    x, weight, bias, approximate, _keep = inputs
-    out, preactivation = output
-    ctx.mark_non_differentiable(preactivation)
-    ctx.save_for_backward(x, weight, bias, out, preactivation)
-    ctx.approximate = approximate
-
-
-def _backward(ctx: Any, grad_out: torch.Tensor, _grad_preactivation: Any) -> tuple[torch.Tensor | None, ...]:
-    x, weight, bias, out, preactivation = ctx.saved_tensors
-    need_x, need_weight = ctx.needs_input_grad[0], ctx.needs_input_grad[1]
-    need_bias = bias is not None and ctx.needs_input_grad[2]
-    grad_x, grad_weight, grad_bias = torch.ops.generated_ops.linear_gelu_backward.default(
-        grad_out, x, weight, bias, ctx.approximate, out, preactivation, need_x, need_weight, need_bias
-    )
-    return (
-        grad_x if need_x else None,
-        grad_weight if need_weight else None,
-        grad_bias if need_bias else None,
-        None,
-        None,
-    )
-
-
-torch.library.register_autograd("generated_ops::linear_gelu", _backward, setup_context=_setup_context)
+# The autograd formula is C++ (csrc/linear_gelu.cpp, the Autograd kernel): no Python runs in a training step.
 # linear_gelu_backward has no derivative of its own: differentiating it (a gradient of a gradient)
 # raises one clear error.
 refuse_double_backward("linear_gelu")

@@ -2,9 +2,10 @@
 // lin_plain on CUDA: F.linear(x, weight) as cuBLASLt GEMMs with fused epilogues
 // (opgen/linear_cublaslt.h), on torch's handle, workspace and current stream. The forward adds
 // the bias and applies the activation in the GEMM's epilogue, keeping the pre-activation only
-// when a gradient will be needed; the backward takes the activation's derivative, then the
-// input gradient and the weight gradient as GEMMs, the bias gradient fused into the latter where
-// that is the faster way for the shape.
+// when a gradient will be needed; the backward takes the activation's derivative (with the bias
+// gradient in the same pass, where the activation has a derivative kernel), then the input
+// gradient and the weight gradient as GEMMs (else the bias gradient is fused into the latter
+// where that is the faster way for the shape).
 // float64, and any shape or alignment cuBLASLt refuses, take the unfused ATen path of the CPU
 // kernel (opgen/linear.h) instead of failing.
 // Host code only: the C++ compiler builds this file (it links cuBLASLt: csrc/cuda_libraries.txt).
@@ -59,18 +60,15 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> lin_plain_backward_cuda(
       : preactivation.numel() == out.numel() && out.numel() > 0
           ? preactivation.view({rows, features})
           : opgen::linear::recompute_preactivation(x, weight, std::optional<at::Tensor>());
-  // The gradient at the pre-activation: one elementwise pass (ATen's, or the formula's kernel).
-  const at::Tensor grad_pre =
-      opgen::linear::activation_backward(activation, grad2, pre2, out.view({rows, features}))
-          .contiguous();
   need_bias = need_bias && grad_bias.numel() > 0;
+  const at::Tensor grad_pre = grad2.contiguous();  // no activation
   // The bias gradient comes out of the weight-gradient GEMM's epilogue (BGRADB) where that is
   // faster than ATen's GEMM and sum (opgen/linear_cublaslt.h times both once per shape); the
   // input gradient is ATen's GEMM.
   const bool together = need_weight && need_bias;
   if (together) {
     opgen::linear::lt::weight_and_bias_gradients(grad_pre, opgen::linear::rows_of(x).contiguous(),
-                                                 grad_weight, grad_bias, stream);
+                                                 grad_weight, &grad_bias, stream);
   }
   opgen::linear::input_gradients_aten(grad_pre, x, weight, grad_x, grad_weight, grad_bias, need_x,
                                       need_weight && !together, need_bias && !together);

@@ -3,7 +3,14 @@
 // defines its schemas in the shared generated_ops namespace, so each op adds its own fragment.
 // The forward returns the output and, when keep_preactivation is set (the Python function sets it
 // when a gradient will be needed) and the activation's backward reads it, the pre-activation.
+// Its autograd formula is registered here too, in C++ (the Autograd kernel below): a training
+// step of a small layer then pays no Python between the dispatcher and the kernels.
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <torch/csrc/autograd/custom_function.h>
 #include <torch/library.h>
+
+#include <optional>
+#include <string>
 
 #include "lin_relu.h"
 
@@ -22,6 +29,81 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> lin_relu_backward_meta(
   return lin_relu_op::empty_gradients(grad_out, x, weight, bias, out, preactivation, need_x,
                                       need_weight, need_bias);
 }
+// The forward and the backward op, through the dispatcher (which picks the CPU, CUDA or Meta
+// kernel).
+std::tuple<at::Tensor, at::Tensor> call_forward(const at::Tensor& x, const at::Tensor& weight,
+                                                const std::optional<at::Tensor>& bias,
+                                                bool keep_preactivation) {
+  static const auto op = c10::Dispatcher::singleton()
+                             .findSchemaOrThrow("generated_ops::lin_relu", "")
+                             .typed<decltype(lin_relu_meta)>();
+  return op.call(x, weight, bias, keep_preactivation);
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> call_backward(
+    const at::Tensor& grad_out, const at::Tensor& x, const at::Tensor& weight,
+    const std::optional<at::Tensor>& bias, const at::Tensor& out, const at::Tensor& preactivation,
+    bool need_x, bool need_weight, bool need_bias) {
+  static const auto op = c10::Dispatcher::singleton()
+                             .findSchemaOrThrow("generated_ops::lin_relu_backward", "")
+                             .typed<decltype(lin_relu_backward_meta)>();
+  return op.call(grad_out, x, weight, bias, out, preactivation, need_x, need_weight, need_bias);
+}
+
+// Autograd: the forward keeps x, weight, bias, the output and the pre-activation (empty unless
+// kept); the backward op computes only the gradients asked for. Differentiating the backward op
+// (a gradient of a gradient) raises the error its own registration gives (__init__.py).
+class LinReluFunction : public torch::autograd::Function<LinReluFunction> {
+ public:
+  static torch::autograd::variable_list forward(torch::autograd::AutogradContext* ctx,
+                                                const at::Tensor& x, const at::Tensor& weight,
+                                                const std::optional<at::Tensor>& bias,
+                                                bool keep_preactivation) {
+    at::AutoDispatchBelowADInplaceOrView below_autograd;
+    auto [out, preactivation] = call_forward(x, weight, bias, keep_preactivation);
+    ctx->mark_non_differentiable({preactivation});
+    // The pre-activation has no gradient: left undefined rather than a tensor of zeros written
+    // (the size of the output) for every backward.
+    ctx->set_materialize_grads(false);
+    ctx->save_for_backward({x, weight, bias.value_or(at::Tensor()), out, preactivation});
+    return {out, preactivation};
+  }
+
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grads) {
+    const torch::autograd::variable_list saved = ctx->get_saved_variables();
+    // No gradient flows in: one undefined gradient per argument of forward().
+    if (!grads[0].defined()) return torch::autograd::variable_list(4);
+    const at::Tensor& x = saved[0];
+    const at::Tensor& weight = saved[1];
+    const std::optional<at::Tensor> bias =
+        saved[2].defined() ? std::optional<at::Tensor>(saved[2]) : std::nullopt;
+    const at::Tensor& out = saved[3];
+    const at::Tensor& preactivation = saved[4];
+    // needs_input_grad counts the tensors passed (x, weight, then bias where given).
+    const bool need_x = ctx->needs_input_grad(0), need_weight = ctx->needs_input_grad(1);
+    const bool need_bias = bias.has_value() && ctx->needs_input_grad(2);
+    // A first derivative (grad mode off) goes straight to the backward's kernels, past the Python
+    // autograd registration that refuses double backward (microseconds a step, as long as a small
+    // layer's GEMMs); with create_graph it goes through that registration, which raises.
+    std::optional<at::AutoDispatchBelowADInplaceOrView> below_autograd;
+    if (!c10::GradMode::is_enabled()) below_autograd.emplace();
+    auto [grad_x, grad_weight, grad_bias] = call_backward(
+        grads[0], x, weight, bias, out, preactivation, need_x, need_weight, need_bias);
+    // One gradient per argument of forward(), undefined for the non-tensors and those not asked
+    // for.
+    return {need_x ? grad_x : at::Tensor(), need_weight ? grad_weight : at::Tensor(),
+            need_bias ? grad_bias : at::Tensor(), at::Tensor()};
+  }
+};
+
+std::tuple<at::Tensor, at::Tensor> lin_relu_autograd(const at::Tensor& x, const at::Tensor& weight,
+                                                     const std::optional<at::Tensor>& bias,
+                                                     bool keep_preactivation) {
+  const torch::autograd::variable_list outputs =
+      LinReluFunction::apply(x, weight, bias, keep_preactivation);
+  return {outputs[0], outputs[1]};
+}
 
 }  // namespace
 
@@ -38,4 +120,8 @@ TORCH_LIBRARY_FRAGMENT(generated_ops, m) {
 TORCH_LIBRARY_IMPL(generated_ops, Meta, m) {
   m.impl("lin_relu", &lin_relu_meta);
   m.impl("lin_relu_backward", &lin_relu_backward_meta);
+}
+
+TORCH_LIBRARY_IMPL(generated_ops, Autograd, m) {
+  m.impl("lin_relu", &lin_relu_autograd);
 }

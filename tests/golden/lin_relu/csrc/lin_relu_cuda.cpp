@@ -2,9 +2,10 @@
 // lin_relu on CUDA: F.relu(F.linear(x, weight, bias)) as cuBLASLt GEMMs with fused epilogues
 // (opgen/linear_cublaslt.h), on torch's handle, workspace and current stream. The forward adds
 // the bias and applies the activation in the GEMM's epilogue, keeping the pre-activation only
-// when a gradient will be needed; the backward takes the activation's derivative, then the
-// input gradient and the weight gradient as GEMMs, the bias gradient fused into the latter where
-// that is the faster way for the shape.
+// when a gradient will be needed; the backward takes the activation's derivative (with the bias
+// gradient in the same pass, where the activation has a derivative kernel), then the input
+// gradient and the weight gradient as GEMMs (else the bias gradient is fused into the latter
+// where that is the faster way for the shape).
 // float64, and any shape or alignment cuBLASLt refuses, take the unfused ATen path of the CPU
 // kernel (opgen/linear.h) instead of failing.
 // Host code only: the C++ compiler builds this file (it links cuBLASLt: csrc/cuda_libraries.txt).
@@ -19,6 +20,12 @@
 #include "lin_relu.h"
 #include "opgen/linear.h"
 #include "opgen/linear_cublaslt.h"
+
+// The activation's derivative and the bias gradient in one pass (lin_relu_backward.cu);
+// false where it does not take the layout.
+bool lin_relu_activation_backward_cuda(opgen::linear::Activation activation, const at::Tensor& grad,
+                                       const at::Tensor& saved, at::Tensor& grad_pre,
+                                       at::Tensor* grad_bias);
 
 namespace {
 
@@ -60,18 +67,34 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> lin_relu_backward_cuda(
                           : preactivation.numel() == out.numel() && out.numel() > 0
                               ? preactivation.view({rows, features})
                               : opgen::linear::recompute_preactivation(x, weight, bias);
-  // The gradient at the pre-activation: one elementwise pass (ATen's, or the formula's kernel).
-  const at::Tensor grad_pre =
-      opgen::linear::activation_backward(activation, grad2, pre2, out.view({rows, features}))
-          .contiguous();
   need_bias = need_bias && grad_bias.numel() > 0;
+  // The gradient at the pre-activation and, in the same pass, the bias gradient
+  // (lin_relu_backward.cu); ATen's elementwise pass where that kernel does not take the layout.
+  const at::Tensor grad_contiguous = grad2.contiguous();
+  const at::Tensor saved =
+      activation == opgen::linear::Activation::kRelu ? out.view({rows, features}) : pre2;
+  at::Tensor grad_pre = at::empty_like(grad_contiguous);
+  if (lin_relu_activation_backward_cuda(activation, grad_contiguous, saved, grad_pre,
+                                        need_bias ? &grad_bias : nullptr)) {
+    // Then the weight gradient (cuBLASLt's or ATen's GEMM, the faster for the shape) and the input
+    // gradient (ATen's GEMM).
+    if (need_weight) {
+      opgen::linear::lt::weight_and_bias_gradients(grad_pre, opgen::linear::rows_of(x).contiguous(),
+                                                   grad_weight, nullptr, stream);
+    }
+    opgen::linear::input_gradients_aten(grad_pre, x, weight, grad_x, grad_weight, grad_bias, need_x,
+                                        false, false);
+    return {grad_x, grad_weight, grad_bias};
+  }
+  grad_pre = opgen::linear::activation_backward(activation, grad2, pre2, out.view({rows, features}))
+                 .contiguous();
   // The bias gradient comes out of the weight-gradient GEMM's epilogue (BGRADB) where that is
   // faster than ATen's GEMM and sum (opgen/linear_cublaslt.h times both once per shape); the
   // input gradient is ATen's GEMM.
   const bool together = need_weight && need_bias;
   if (together) {
     opgen::linear::lt::weight_and_bias_gradients(grad_pre, opgen::linear::rows_of(x).contiguous(),
-                                                 grad_weight, grad_bias, stream);
+                                                 grad_weight, &grad_bias, stream);
   }
   opgen::linear::input_gradients_aten(grad_pre, x, weight, grad_x, grad_weight, grad_bias, need_x,
                                       need_weight && !together, need_bias && !together);
