@@ -144,6 +144,46 @@ def linear_workload(
     )
 
 
+def mlp_flops(rows: int, widths: Sequence[int], *, backward: bool = False) -> float:
+    """The FLOPs of an MLP's GEMMs at its own widths (unpadded), as linear_flops layer by layer."""
+    return sum(linear_flops(rows, n_in, n_out, backward=backward) for n_in, n_out in zip(widths[:-1], widths[1:]))
+
+
+def mlp_workload(
+    rows: int,
+    widths: Sequence[int],
+    dtype: torch.dtype,
+    device: str,
+    *,
+    backward: bool = False,
+    bias: bool = True,
+) -> Workload:
+    """One batch through an MLP: x (rows, widths[0]) and each layer's weight (and bias), scaled as
+    nn.Linear's; the inputs are (x, w1, b1, w2, b2, ...), requiring a gradient for ``backward``.
+
+    Its bytes are x read and y written (and, for ``backward``, the incoming gradient read and x's
+    gradient written): what a fully fused network must move; the weights are negligible.
+    """
+
+    def make() -> tuple[torch.Tensor, ...]:
+        tensors = [torch.randn(rows, widths[0], device=device, dtype=dtype)]
+        for n_in, n_out in zip(widths[:-1], widths[1:]):
+            tensors.append(torch.randn(n_out, n_in, device=device, dtype=dtype) * n_in**-0.5)
+            if bias:
+                tensors.append(torch.randn(n_out, device=device, dtype=dtype) * 0.5)
+        return tuple(t.requires_grad_(backward) for t in tensors)
+
+    element_bytes = torch.empty((), dtype=dtype).element_size()
+    moved = rows * (widths[0] + widths[-1]) * element_bytes
+    return Workload(
+        label=f"{rows}x{'-'.join(map(str, widths))}",
+        numel=rows * widths[-1],
+        make_inputs=make,
+        bytes_moved=moved * (2 if backward else 1),
+        flops=mlp_flops(rows, widths, backward=backward),
+    )
+
+
 def with_gradients(forward: Callable[..., torch.Tensor]) -> Callable[..., Any]:
     """A training step of ``forward``: the call, then the gradients of every input that requires one.
 
