@@ -385,7 +385,7 @@ def new_op(
     input). ``recipe`` renders a known recipe under the name ``name`` (`opgen new add_rmsnorm
     --recipe rmsnorm`); ``residual`` its residual form (x + residual, normalized and returned),
     where it has one. With ``kind="mlp"`` (or ``widths``, or ``output_activation``) a fully
-    fused MLP of ``widths`` (\"100,128,64,10\"), ``activation`` between its layers.
+    fused MLP of ``widths`` (``"100,128,64,10"``), ``activation`` between its layers.
     """
     validate_op_name(name)
     data: dict[str, Any] = {"scope": "op", "op_name": name}

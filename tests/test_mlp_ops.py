@@ -15,10 +15,7 @@ MLP_OPS = {
     # 2 layers, odd widths, no bias, SiLU (its derivative reads the pre-activation)
     "mlp_two": ["--kind", "mlp", "--widths", "10,20,3", "--activation", "silu", "--no-bias"],
     # 8 layers, odd widths up to 128, tanh GELU between layers and SiLU after the last
-    "mlp_deep": [
-        "--kind", "mlp", "--widths", "17,128,33,128,64,128,128,100,5",
-        "--activation", "gelu_tanh", "--output-activation", "silu",
-    ],  # fmt: skip
+    "mlp_deep": "--kind mlp --widths 17,128,33,128,64,128,128,100,5 --activation gelu_tanh --output-activation silu".split(),
 }
 
 
