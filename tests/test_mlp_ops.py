@@ -12,10 +12,12 @@ import pytest
 from workspace_commands import assert_generated_tests_fail, break_kernels, opgen
 
 MLP_OPS = {
-    # 2 layers, odd widths, no bias, SiLU (its derivative reads the pre-activation)
-    "mlp_two": ["--kind", "mlp", "--widths", "10,20,3", "--activation", "silu", "--no-bias"],
-    # 8 layers, odd widths up to 128, tanh GELU between layers and SiLU after the last
-    "mlp_deep": "--kind mlp --widths 17,128,33,128,64,128,128,100,5 --activation gelu_tanh --output-activation silu".split(),
+    # 2 layers, odd widths like the seeds' (100 in, 10 out), no bias, SiLU (its derivative reads the
+    # pre-activation)
+    "mlp_two": ["--kind", "mlp", "--widths", "100,7,10", "--activation", "silu", "--no-bias"],
+    # 8 layers, odd widths, tanh GELU between layers and SiLU after the last; narrow, so that float64
+    # gradcheck of every weight (a numerical derivative per element) stays under a minute on a CPU
+    "mlp_deep": "--kind mlp --widths 9,16,33,8,16,12,12,20,5 --activation gelu_tanh --output-activation silu".split(),
 }
 
 
@@ -47,9 +49,9 @@ def test_module_loads_an_nn_sequential(project: Path) -> None:
     check = (
         "import torch\n"
         "from generated_ops.mlp_two import MlpTwo\n"
-        "plain = torch.nn.Sequential(torch.nn.Linear(10, 20, bias=False), torch.nn.SiLU(), torch.nn.Linear(20, 3, bias=False))\n"
+        "plain = torch.nn.Sequential(torch.nn.Linear(100, 7, bias=False), torch.nn.SiLU(), torch.nn.Linear(7, 10, bias=False))\n"
         "fused = MlpTwo.from_sequential(plain)\n"
-        "x = torch.randn(4, 7, 10)\n"
+        "x = torch.randn(4, 7, 100)\n"
         "torch.testing.assert_close(fused(x), plain(x))\n"
         "fused.load_state_dict(plain.state_dict())\n"
         "torch.testing.assert_close(fused.to_sequential()(x), plain(x))\n"
@@ -67,7 +69,7 @@ BROKEN = {
         "opgen::mlp::Activation::kNone, opgen::mlp::Activation::kNone",
     ),
     # the backward doubles the incoming gradient
-    "mlp_deep": ("mlp_deep_cpu.cpp", "(mlp_deep_op::network(), grad_y,", "(mlp_deep_op::network(), grad_y * 2,"),
+    "mlp_deep": ("mlp_deep_cpu.cpp", "mlp_deep_op::network(), grad_y, x,", "mlp_deep_op::network(), grad_y * 2, x,"),
 }
 
 
