@@ -135,4 +135,3 @@ torch.library.register_autograd("generated_ops::mlp_seed", _backward, setup_cont
 # mlp_seed_backward has no derivative of its own: differentiating it (a gradient of a gradient)
 # raises one clear error.
 refuse_double_backward("mlp_seed")
-

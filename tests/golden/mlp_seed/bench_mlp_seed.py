@@ -59,4 +59,3 @@ if __name__ == "__main__":
         compile_backward=compiled_training,
         default_dtypes=("bfloat16", "float32"),
     )
-

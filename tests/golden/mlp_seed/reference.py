@@ -23,4 +23,3 @@ def reference_mlp_seed(
     h = torch.relu(F.linear(h, w2, b2))
     h = F.linear(h, w3, b3)
     return h
-

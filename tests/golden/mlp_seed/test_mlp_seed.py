@@ -220,4 +220,3 @@ if __name__ == "__main__":
     torch.backends.cuda.matmul.allow_tf32 = True  # and the fused TF32 path
     TestMlpSeed().exercise_kernel_paths()
     torch.backends.cuda.matmul.allow_tf32 = previous
-

@@ -127,4 +127,3 @@ torch.library.register_autograd("generated_ops::mlp_two", _backward, setup_conte
 # mlp_two_backward has no derivative of its own: differentiating it (a gradient of a gradient)
 # raises one clear error.
 refuse_double_backward("mlp_two")
-

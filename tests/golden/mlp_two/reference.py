@@ -14,4 +14,3 @@ def reference_mlp_two(x: torch.Tensor, w1: torch.Tensor, w2: torch.Tensor) -> to
     h = F.silu(F.linear(x, w1))
     h = F.gelu(F.linear(h, w2))
     return h
-

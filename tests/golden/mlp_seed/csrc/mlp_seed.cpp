@@ -40,4 +40,3 @@ TORCH_LIBRARY_IMPL(generated_ops, Meta, m) {
   m.impl("mlp_seed", &mlp_seed_meta);
   m.impl("mlp_seed_backward", &mlp_seed_backward_meta);
 }
-

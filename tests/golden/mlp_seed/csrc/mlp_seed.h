@@ -57,4 +57,3 @@ inline std::vector<at::Tensor> empty_gradients(const at::Tensor& grad_y, const a
 }
 
 }  // namespace mlp_seed_op
-

@@ -43,4 +43,3 @@ TORCH_LIBRARY_IMPL(generated_ops, CPU, m) {
   m.impl("mlp_seed", &mlp_seed_cpu);
   m.impl("mlp_seed_backward", &mlp_seed_backward_cpu);
 }
-

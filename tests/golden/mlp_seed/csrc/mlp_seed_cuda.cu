@@ -130,4 +130,3 @@ TORCH_LIBRARY_IMPL(generated_ops, CUDA, m) {
   m.impl("mlp_seed", &mlp_seed_cuda);
   m.impl("mlp_seed_backward", &mlp_seed_backward_cuda);
 }
-

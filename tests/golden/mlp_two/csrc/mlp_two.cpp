@@ -35,4 +35,3 @@ TORCH_LIBRARY_IMPL(generated_ops, Meta, m) {
   m.impl("mlp_two", &mlp_two_meta);
   m.impl("mlp_two_backward", &mlp_two_backward_meta);
 }
-

@@ -39,4 +39,3 @@ TORCH_LIBRARY_IMPL(generated_ops, CPU, m) {
   m.impl("mlp_two", &mlp_two_cpu);
   m.impl("mlp_two_backward", &mlp_two_backward_cpu);
 }
-

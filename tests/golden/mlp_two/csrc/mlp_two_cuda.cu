@@ -126,4 +126,3 @@ TORCH_LIBRARY_IMPL(generated_ops, CUDA, m) {
   m.impl("mlp_two", &mlp_two_cuda);
   m.impl("mlp_two_backward", &mlp_two_backward_cuda);
 }
-
