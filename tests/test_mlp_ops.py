@@ -69,7 +69,7 @@ BROKEN = {
         "opgen::mlp::Activation::kNone, opgen::mlp::Activation::kNone",
     ),
     # the backward doubles the incoming gradient
-    "mlp_deep": ("mlp_deep_cpu.cpp", "mlp_deep_op::network(), grad_y, x,", "mlp_deep_op::network(), grad_y * 2, x,"),
+    "mlp_deep": ("mlp_deep_cpu.cpp", "mlp_deep_op::network(), grad_y, x,", "mlp_deep_op::network(), grad_y.mul(2), x,"),
 }
 
 
