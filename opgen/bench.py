@@ -9,6 +9,7 @@ the reference, and a device copy of the same bytes (the practical bandwidth ceil
 from __future__ import annotations
 
 import functools
+import itertools
 import json
 import math
 import platform
@@ -141,6 +142,47 @@ def linear_workload(
         make_inputs=make,
         bytes_moved=moved * (3 if backward else 1),
         flops=linear_flops(rows, in_features, out_features, backward=backward),
+    )
+
+
+def mlp_flops(rows: int, widths: Sequence[int], *, backward: bool = False) -> float:
+    """The FLOPs of an MLP's GEMMs at its own widths (unpadded), as linear_flops layer by layer."""
+    return sum(linear_flops(rows, n_in, n_out, backward=backward) for n_in, n_out in itertools.pairwise(widths))
+
+
+def mlp_workload(
+    rows: int,
+    widths: Sequence[int],
+    dtype: torch.dtype,
+    device: str,
+    *,
+    backward: bool = False,
+    bias: bool = True,
+) -> Workload:
+    """One batch through an MLP: x (rows, widths[0]) and each layer's weight (and bias).
+
+    Scaled as nn.Linear's; the inputs are (x, w1, b1, w2, b2, ...), requiring a gradient for ``backward``.
+
+    Its bytes are x read and y written (and, for ``backward``, the incoming gradient read and x's
+    gradient written): what a fully fused network must move; the weights are negligible.
+    """
+
+    def make() -> tuple[torch.Tensor, ...]:
+        tensors = [torch.randn(rows, widths[0], device=device, dtype=dtype)]
+        for n_in, n_out in itertools.pairwise(widths):
+            tensors.append(torch.randn(n_out, n_in, device=device, dtype=dtype) * n_in**-0.5)
+            if bias:
+                tensors.append(torch.randn(n_out, device=device, dtype=dtype) * 0.5)
+        return tuple(t.requires_grad_(backward) for t in tensors)
+
+    element_bytes = torch.empty((), dtype=dtype).element_size()
+    moved = rows * (widths[0] + widths[-1]) * element_bytes
+    return Workload(
+        label=f"{rows}x{'-'.join(map(str, widths))}",
+        numel=rows * widths[-1],
+        make_inputs=make,
+        bytes_moved=moved * (2 if backward else 1),
+        flops=mlp_flops(rows, widths, backward=backward),
     )
 
 

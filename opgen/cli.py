@@ -131,7 +131,8 @@ def new(
         Kind | None,
         typer.Option(
             help="Kind of a new name: elementwise (default) or rowwise (a reduction over the last dim) skeletons, "
-            "or linear (a linear layer and its --activation, one cuBLASLt GEMM).",
+            "or linear (a linear layer and its --activation, one cuBLASLt GEMM), "
+            "or mlp (a multilayer perceptron of --widths, fused into one kernel).",
             show_default=False,
         ),
     ] = None,
@@ -192,7 +193,25 @@ def new(
             show_default=False,
         ),
     ] = None,
-    no_bias: Annotated[bool, typer.Option("--no-bias", help="With --kind linear: a linear layer without a bias.")] = False,
+    no_bias: Annotated[
+        bool, typer.Option("--no-bias", help="With --kind linear or mlp: linear layers without a bias.")
+    ] = False,
+    widths: Annotated[
+        str | None,
+        typer.Option(
+            help="With --kind mlp: the features of the input, each hidden layer and the output, 3 to 9 widths of "
+            "at most 128 each: 100,128,64,10 is three layers (nn.Linear(100, 128), ..., nn.Linear(64, 10)); "
+            "--activation (relu by default; none, gelu, gelu_tanh, silu) follows each hidden layer.",
+            show_default=False,
+        ),
+    ] = None,
+    output_activation: Annotated[
+        str | None,
+        typer.Option(
+            help="With --kind mlp: the activation after the last layer: none (default), relu, gelu, gelu_tanh, silu.",
+            show_default=False,
+        ),
+    ] = None,
     recipe: Annotated[
         str | None,
         typer.Option(
@@ -225,6 +244,8 @@ def new(
         bias=not no_bias,
         recipe=recipe,
         residual=residual,
+        widths=widths,
+        output_activation=output_activation,
     )
     out.print(f"[green]created[/] {folder}")
     missing = missing_shared_headers(folder, located)

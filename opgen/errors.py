@@ -191,6 +191,18 @@ class InvalidActivation(ValueError, UsageError):
         super().__init__(f"invalid --activation {activation!r}: {reason}")
 
 
+class InvalidMlp(ValueError, UsageError):
+    """`opgen new --kind mlp` (or `--widths`, `--output-activation`) that opgen will not turn into an op."""
+
+    def __init__(self, *, option: str, value: str, reason: str, hint: str = "") -> None:
+        self.option = option
+        self.hint = hint or (
+            "e.g. `opgen new mlp3 --kind mlp --widths 100,128,64,10 --activation relu`: 3 to 9 widths of at most 128, "
+            "activations none, relu, gelu, gelu_tanh or silu"
+        )
+        super().__init__(f"invalid {option} {value!r}: {reason}")
+
+
 class InvalidSignature(ValueError, UsageError):
     """`opgen new --signature` that opgen will not turn into an op."""
 

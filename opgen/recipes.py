@@ -9,10 +9,10 @@ from typing import Any, Literal
 from opgen.errors import KindMismatch, UnknownRecipe
 from opgen.spec import Layout, Saves
 
-Kind = Literal["elementwise", "rowwise", "linear"]  # what `--kind` picks: skeletons, or a linear layer
+Kind = Literal["elementwise", "rowwise", "linear", "mlp"]  # what `--kind` picks: skeletons, a linear layer, an MLP
 # A recipe's kind: a skeleton's, or an op rendered from a signature (its spec: opgen.spec).
-RecipeKind = Literal["elementwise", "rowwise", "signature", "linear"]
-KINDS: tuple[Kind, ...] = ("elementwise", "rowwise", "linear")
+RecipeKind = Literal["elementwise", "rowwise", "signature", "linear", "mlp"]
+KINDS: tuple[Kind, ...] = ("elementwise", "rowwise", "linear", "mlp")
 DEFAULT_KIND: Kind = "elementwise"
 
 
@@ -122,6 +122,16 @@ LINEAR = Recipe("linear", "linear", "a linear layer with an activation, as one G
 # The activations cuBLASLt's epilogues (or ATen, for exact GELU) apply; any other --activation is a formula.
 ACTIVATIONS: tuple[str, ...] = ("none", "relu", "gelu", "gelu_tanh")
 
+# `opgen new <op> --kind mlp --widths 100,128,64,10 --activation relu`: a fully fused MLP.
+MLP = Recipe("mlp", "mlp", "a multilayer perceptron fused into one kernel (weights in shared memory, tensor cores)", None, "mlp")
+# The activations of the MLP's hidden layers (and of its output, --output-activation): each one
+# the kernels apply in registers, and its nn module (MLP_ACTIVATION_MODULES) in an nn.Sequential.
+MLP_ACTIVATIONS: tuple[str, ...] = ("none", "relu", "gelu", "gelu_tanh", "silu")
+# The widest layer the fused kernel holds: a warp's 16 rows of 128 features are 64 float32
+# accumulators a thread, and the weights of a few such layers still fit the SM's shared memory.
+MLP_MAX_WIDTH = 128
+MLP_LAYERS = (2, 8)  # the fewest and most layers (Linear modules); one layer is --kind linear
+
 
 def recipe_for(op_name: str, kind: Kind | None = None) -> Recipe:
     """The recipe for ``op_name``: its own when the name is known, else a skeleton of ``kind``."""
@@ -132,6 +142,8 @@ def recipe_for(op_name: str, kind: Kind | None = None) -> Recipe:
         return known
     if kind == "linear":
         return LINEAR
+    if kind == "mlp":
+        return MLP
     return SKELETONS[kind or DEFAULT_KIND]
 
 
@@ -146,5 +158,5 @@ def known_recipe(name: str) -> Recipe:
 def recipe_named(name: str) -> Recipe:
     """The recipe an answers file names (``recipe:``)."""
     recipes = {**KNOWN_RECIPES, **{r.name: r for r in SKELETONS.values()}, FORMULA.name: FORMULA, SIGNATURE.name: SIGNATURE,
-               LINEAR.name: LINEAR}  # fmt: skip
+               LINEAR.name: LINEAR, MLP.name: MLP}  # fmt: skip
     return recipes[name]

@@ -27,6 +27,7 @@ from opgen import __version__
 from opgen.errors import (
     InvalidActivation,
     InvalidFormula,
+    InvalidMlp,
     InvalidSignature,
     KindMismatch,
     NoResidualForm,
@@ -37,7 +38,21 @@ from opgen.errors import (
     WorkspaceError,
 )
 from opgen.names import validate_op_name
-from opgen.recipes import ACTIVATIONS, FORMULA, KNOWN_RECIPES, LINEAR, SIGNATURE, Kind, Recipe, known_recipe, recipe_for
+from opgen.recipes import (
+    ACTIVATIONS,
+    FORMULA,
+    KNOWN_RECIPES,
+    LINEAR,
+    MLP,
+    MLP_ACTIVATIONS,
+    MLP_LAYERS,
+    MLP_MAX_WIDTH,
+    SIGNATURE,
+    Kind,
+    Recipe,
+    known_recipe,
+    recipe_for,
+)
 from opgen.spec import OpSpec, parse_signature
 from opgen.workspace import Workspace
 
@@ -257,6 +272,66 @@ def _linear_answers(
     return {"recipe": LINEAR.name, "spec": dataclasses.replace(spec, extra=extra).to_answers()}
 
 
+def parse_widths(text: str) -> list[int]:
+    """``--widths 100,128,64,10``: the MLP's feature counts, input first, checked."""
+    parts = [part.strip() for part in text.split(",")]
+    if not all(part.isdigit() for part in parts):
+        raise InvalidMlp(option="--widths", value=text, reason="widths are positive integers separated by commas")
+    widths = [int(part) for part in parts]
+    low, high = MLP_LAYERS
+    if not low + 1 <= len(widths) <= high + 1:
+        raise InvalidMlp(
+            option="--widths",
+            value=text,
+            reason=f"an MLP has {low} to {high} layers, so {low + 1} to {high + 1} widths (input, hidden..., output), "
+            f"not {len(widths)}",
+            hint="for a single layer use `opgen new <op> --kind linear`" if len(widths) == 2 else "",
+        )
+    for width in widths:
+        if not 1 <= width <= MLP_MAX_WIDTH:
+            raise InvalidMlp(
+                option="--widths",
+                value=text,
+                reason=f"each width must be 1 to {MLP_MAX_WIDTH} (the fused kernel holds a layer's rows on chip), "
+                f"not {width}",
+                hint=f"split a wider layer off as its own `--kind linear` op, or narrow the network to {MLP_MAX_WIDTH}",
+            )
+    return widths
+
+
+def _mlp_answers(
+    name: str,
+    widths: str | None,
+    activation: str | None,
+    output_activation: str | None,
+    bias: bool,
+    *,
+    others: Mapping[str, bool],
+) -> dict[str, Any]:
+    """The MLP recipe's copier answers: x and each layer's weight (and bias), widths and activations."""
+    given = [option for option, present in others.items() if present]
+    if given:
+        raise InvalidMlp(option=given[0], value="", reason="--kind mlp takes no " + ", ".join(given),
+                         hint="give --widths, --activation, --output-activation and --no-bias only")  # fmt: skip
+    if widths is None:
+        raise InvalidMlp(option="--widths", value="", reason="--kind mlp needs the network's widths",
+                         hint="add --widths 100,128,64,10 (input, hidden..., output features)")  # fmt: skip
+    parsed = parse_widths(widths)
+    chosen = {"--activation": "relu" if activation is None else activation.strip(),
+              "--output-activation": "none" if output_activation is None else output_activation.strip()}  # fmt: skip
+    for option, value in chosen.items():
+        if value not in MLP_ACTIVATIONS:
+            raise InvalidMlp(option=option, value=value, reason="an MLP's activation is one of " + ", ".join(MLP_ACTIVATIONS))
+    layers = len(parsed) - 1
+    tensors = ["Tensor x"]
+    for layer in range(1, layers + 1):
+        tensors += [f"Tensor w{layer}", f"Tensor b{layer}"] if bias else [f"Tensor w{layer}"]
+    spec = parse_signature(name, f"({', '.join(tensors)}) -> Tensor", recipe=MLP.name, summary=MLP.summary, layout=MLP.layout)
+    extra = {"widths": parsed, "activation": chosen["--activation"], "output_activation": chosen["--output-activation"],
+             "bias": bias}  # fmt: skip
+    return {"recipe": MLP.name, "spec": dataclasses.replace(spec, extra=extra).to_answers()}
+
+
 def _signature_answers(
     name: str,
     signature: str | None,
@@ -296,6 +371,8 @@ def new_op(
     bias: bool = True,
     recipe: str | None = None,
     residual: bool = False,
+    widths: str | None = None,
+    output_activation: str | None = None,
 ) -> Path:
     """Render op ``name`` into the workspace (creating the workspace if needed); return its folder.
 
@@ -307,11 +384,16 @@ def new_op(
     ``bias=False``) a linear layer and its activation (one of ACTIVATIONS, or a formula of one
     input). ``recipe`` renders a known recipe under the name ``name`` (`opgen new add_rmsnorm
     --recipe rmsnorm`); ``residual`` its residual form (x + residual, normalized and returned),
-    where it has one.
+    where it has one. With ``kind="mlp"`` (or ``widths``, or ``output_activation``) a fully
+    fused MLP of ``widths`` (``"100,128,64,10"``), ``activation`` between its layers.
     """
     validate_op_name(name)
     data: dict[str, Any] = {"scope": "op", "op_name": name}
-    linear = kind == LINEAR.kind or activation is not None or not bias
+    mlp = kind == MLP.kind or widths is not None or output_activation is not None
+    if mlp and kind not in (None, MLP.kind):
+        raise InvalidMlp(option="--kind", value=kind or "", reason="--widths and --output-activation make an MLP",
+                         hint="use --kind mlp")  # fmt: skip
+    linear = not mlp and (kind == LINEAR.kind or activation is not None or not bias)
     if linear and kind not in (None, LINEAR.kind):
         raise InvalidActivation(
             activation=activation or "", reason=f"--activation and --no-bias make a linear op, not {kind}", hint="use --kind linear"
@@ -322,7 +404,12 @@ def new_op(
             reason="--kind linear, --activation and --no-bias make a linear layer, not a known recipe's --recipe/--residual form",
             hint="drop --recipe/--residual, or the linear options",
         )
-    if linear:
+    if mlp:
+        others = {"--formula": formula is not None, "--signature": signature is not None, "--param": bool(params),
+                  "--recipe": recipe is not None, "--residual": residual, "--int-output": bool(integer_outputs),
+                  "--no-grad": not gradients}  # fmt: skip
+        data |= _mlp_answers(name, widths, activation, output_activation, bias, others=others)
+    elif linear:
         data |= _linear_answers(name, activation, bias, formula=formula, signature=signature, params=params)
     elif recipe is not None or residual:
         chosen = known_recipe(recipe) if recipe is not None else recipe_for(name, kind)

@@ -21,7 +21,7 @@ from opgen.errors import InvalidSignature
 
 ArgumentType = Literal["Tensor", "Tensor?", "int", "float", "bool", "str", "int[]", "int?", "float?", "bool?"]
 # The template folder (template/ops/<layout>) that renders an op, and what its backward op reads.
-Layout = Literal["elementwise", "rowwise", "softmax", "signature", "linear", "norm"]
+Layout = Literal["elementwise", "rowwise", "softmax", "signature", "linear", "norm", "mlp"]
 Saves = Literal["inputs", "output"]
 
 # schema type (as PyTorch prints it) -> (our name, Python annotation, C++ parameter type)

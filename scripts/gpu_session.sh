@@ -54,6 +54,10 @@ for op in "${ops[@]}"; do
     lin_silu) opgen new lin_silu --kind linear --activation "x*sigmoid(1.702*x)" ;;
     add_rmsnorm) opgen new add_rmsnorm --recipe rmsnorm --residual ;;
     add_layernorm) opgen new add_layernorm --recipe layernorm --residual ;;
+    mlp_seed) opgen new mlp_seed --kind mlp --widths 100,128,64,10 --activation relu ;;
+    mlp_64x4) opgen new mlp_64x4 --kind mlp --widths 64,64,64,64,16 --activation relu ;;
+    mlp_deep) opgen new mlp_deep --kind mlp --widths 17,128,33,128,64,128,128,100,5 --activation gelu_tanh --output-activation silu ;;
+    mlp_two) opgen new mlp_two --kind mlp --widths 10,20,3 --activation silu --no-bias ;;
     *) opgen new "$op" ;;
   esac || exit 1
 done
@@ -64,7 +68,9 @@ status=0
 read -r -a sanitized <<< "${SANITIZE_OPS:-${ops[*]}}"
 if has_mode sanitize; then  # in the background: it overlaps the plain tests
   for op in "${sanitized[@]}"; do
-    ( opgen test "$op" --sanitize > "$OUT/sanitize-$op.log" 2>&1; echo "exit $?" >> "$OUT/sanitize-$op.log" ) &
+    # SANITIZE_TIMEOUT (seconds): stop a sanitizer run that would leave no time for what follows.
+    ( timeout "${SANITIZE_TIMEOUT:-0}" opgen test "$op" --sanitize > "$OUT/sanitize-$op.log" 2>&1
+      echo "exit $?" >> "$OUT/sanitize-$op.log" ) &
   done
 fi
 if has_mode test; then

@@ -32,6 +32,8 @@ CASES: dict[str, dict[str, Any]] = {
     "lin_relu": {"kind": "linear", "activation": "relu"},
     "lin_plain": {"kind": "linear", "bias": False},
     "lin_silu": {"kind": "linear", "activation": "x*sigmoid(1.702*x)"},
+    "mlp_seed": {"kind": "mlp", "widths": "100,128,64,10", "activation": "relu"},
+    "mlp_two": {"kind": "mlp", "widths": "10,20,3", "activation": "silu", "bias": False, "output_activation": "gelu"},
     "layernorm": {},
     "rmsnorm": {},
     "add_layernorm": {"recipe": "layernorm", "residual": True},

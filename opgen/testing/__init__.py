@@ -6,7 +6,8 @@ tolerances, shapes and reference) stay in the op's own test file.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 import pytest
 import torch
@@ -147,3 +148,43 @@ def assert_close_or_as_pytorch(
             f"where PyTorch in {compute_dtype(dtype)} agrees with it, e.g. {got[bad][:4].tolist()} != "
             f"{want[bad][:4].tolist()} at {bad.nonzero().tolist()[:4]}"
         )
+
+
+def relative_error_in_norm(actual: torch.Tensor, expected: torch.Tensor) -> float:
+    """||actual - expected|| / ||expected||, in float64 on the CPU."""
+    got = actual.detach().to(device="cpu", dtype=torch.float64)
+    want = expected.detach().to(device="cpu", dtype=torch.float64)
+    return float((got - want).norm() / want.norm().clamp_min(1e-300))
+
+
+def assert_close_in_norm(
+    actual: torch.Tensor,
+    expected: torch.Tensor,
+    tolerance: float,
+    *,
+    name: str,
+    as_pytorch: torch.Tensor | None = None,
+) -> None:
+    """``actual`` within ``tolerance`` of the float64 ``expected`` as a relative error of the whole tensor.
+
+    For results where a few elements may rightly take another branch than float64 does (a ReLU's
+    derivative at a pre-activation within rounding of 0), which an elementwise tolerance cannot
+    tell from a wrong kernel but the norm can. With ``as_pytorch`` (PyTorch's own result in the
+    same dtype), twice PyTorch's own error is allowed too: no kernel of that dtype need beat it.
+    """
+    assert actual.shape == expected.shape, f"{name}: shape {tuple(actual.shape)} != expected {tuple(expected.shape)}"
+    bound = tolerance if as_pytorch is None else max(tolerance, 2 * relative_error_in_norm(as_pytorch, expected))
+    error = relative_error_in_norm(actual, expected)
+    assert error <= bound, f"{name}: relative error {error:.2e} in norm > {bound:.1e}"
+
+
+def gradients_of(
+    fn: Callable[..., torch.Tensor], arguments: Mapping[str, Any], names: Sequence[str], grad: torch.Tensor
+) -> tuple[torch.Tensor, ...]:
+    """The gradients of ``fn(**arguments)`` against ``grad`` (cast to the output's dtype), of the arguments ``names``.
+
+    Taken on fresh leaves (detached copies of the tensor arguments), so calls do not interfere.
+    """
+    leaves = {k: v.detach().requires_grad_(k in names) if isinstance(v, torch.Tensor) else v for k, v in arguments.items()}
+    out = fn(**leaves)
+    return tuple(torch.autograd.grad(out, [leaves[n] for n in names], grad.to(out.dtype)))

@@ -1,0 +1,102 @@
+"""`opgen new --kind mlp`, for real: render a 2-layer and an 8-layer network, build once for the
+CPU, pass their generated CPU tests, fail them once a kernel is edited but not the reference; and
+the refusals of bad options."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from workspace_commands import assert_generated_tests_fail, break_kernels, opgen
+
+MLP_OPS = {
+    # 2 layers, odd widths like the seeds' (100 in, 10 out), no bias, SiLU (its derivative reads the
+    # pre-activation)
+    "mlp_two": ["--kind", "mlp", "--widths", "100,7,10", "--activation", "silu", "--no-bias"],
+    # 8 layers, odd widths, tanh GELU between layers and SiLU after the last; narrow, so that float64
+    # gradcheck of every weight (a numerical derivative per element) stays under a minute on a CPU
+    "mlp_deep": "--kind mlp --widths 9,16,33,8,16,12,12,20,5 --activation gelu_tanh --output-activation silu".split(),
+}
+
+
+@pytest.fixture(scope="module")
+def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Both ops in one workspace, built once for the CPU."""
+    root = tmp_path_factory.mktemp("mlp")
+    for name, options in MLP_OPS.items():
+        result = opgen("new", name, *options, cwd=root)
+        assert result.returncode == 0, result.stderr
+    build = opgen("build", "--cpu-only", *MLP_OPS, cwd=root)
+    assert build.returncode == 0, build.stdout + build.stderr
+    return root
+
+
+@pytest.mark.slow
+def test_mlp_ops_pass_their_generated_cpu_tests(project: Path) -> None:
+    # The CPU half of the generated tests: forward for every dtype, gradients and float64
+    # gradcheck of x and every weight and bias, batches 0, 1 and past a block, opcheck, the
+    # nn.Sequential drop-in, refused arguments.
+    result = opgen("test", *MLP_OPS, "-k", "cpu", cwd=project)
+    assert result.returncode == 0, result.stdout[-6000:] + result.stderr[-2000:]
+    summary = result.stdout.strip().splitlines()[-1]
+    assert " passed" in summary and "failed" not in summary, summary
+
+
+@pytest.mark.slow
+def test_module_loads_an_nn_sequential(project: Path) -> None:
+    check = (
+        "import torch\n"
+        "from generated_ops.mlp_two import MlpTwo\n"
+        "plain = torch.nn.Sequential(torch.nn.Linear(100, 7, bias=False), torch.nn.SiLU(), torch.nn.Linear(7, 10, bias=False))\n"
+        "fused = MlpTwo.from_sequential(plain)\n"
+        "x = torch.randn(4, 7, 100)\n"
+        "torch.testing.assert_close(fused(x), plain(x))\n"
+        "fused.load_state_dict(plain.state_dict())\n"
+        "torch.testing.assert_close(fused.to_sequential()(x), plain(x))\n"
+    )
+    result = subprocess.run([sys.executable, "-c", check], cwd=project, capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr[-3000:]
+
+
+# Deliberately broken stand-ins: a kernel edited, its reference not. The generated tests must fail.
+BROKEN = {
+    # the forward forgets the hidden activation
+    "mlp_two": (
+        "mlp_two.h",
+        "opgen::mlp::Activation::kSilu, opgen::mlp::Activation::kNone",
+        "opgen::mlp::Activation::kNone, opgen::mlp::Activation::kNone",
+    ),
+    # the backward doubles the incoming gradient
+    "mlp_deep": ("mlp_deep_cpu.cpp", "mlp_deep_op::network(), grad_y, x,", "mlp_deep_op::network(), grad_y.mul(2), x,"),
+}
+
+
+@pytest.mark.slow
+def test_broken_stand_ins_fail_their_generated_tests(project: Path) -> None:
+    break_kernels(project, BROKEN)
+    build = opgen("build", "--cpu-only", *BROKEN, cwd=project)
+    assert build.returncode == 0, build.stdout + build.stderr
+    assert_generated_tests_fail(project, list(BROKEN), "-k", "cpu and (matches_reference or gradcheck)")
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        (["--kind", "mlp", "--widths", "100,129,10"], "each width must be 1 to 128"),
+        (["--kind", "mlp", "--widths", "100,10"], "2 to 8 layers"),
+        (["--kind", "mlp", "--widths", "1,2,3,4,5,6,7,8,9,10"], "2 to 8 layers"),
+        (["--kind", "mlp", "--widths", "100,x,10"], "positive integers"),
+        (["--kind", "mlp"], "needs the network's widths"),
+        (["--kind", "mlp", "--widths", "8,8,8", "--activation", "tanh"], "one of none, relu"),
+        (["--kind", "mlp", "--widths", "8,8,8", "--output-activation", "softmax"], "one of none, relu"),
+        (["--kind", "rowwise", "--widths", "8,8,8"], "use --kind mlp"),
+        (["--kind", "mlp", "--widths", "8,8,8", "--formula", "x*2"], "--kind mlp takes no --formula"),
+    ],
+)
+def test_bad_mlp_options_are_refused_and_write_nothing(tmp_path: Path, options: list[str], message: str) -> None:
+    result = opgen("new", "mlp_bad", *options, cwd=tmp_path)
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert message in result.stderr, result.stderr
+    assert not (tmp_path / "generated_ops" / "mlp_bad").exists()
