@@ -354,28 +354,32 @@ inline bool weight_gradient(const at::Tensor& grad_pre, const at::Tensor& rows,
   return run(g, rows.scalar_type(), stream);
 }
 
-// The weight and bias gradients: the fused BGRADB GEMM above, or ATen's GEMM and then its sum over
-// rows, whichever ran faster the first time this problem came (timed once per problem and device
-// with CUDA events, both on `stream`; inside CUDA graph capture, where nothing may wait on the
-// GPU, the fused GEMM untimed). Both write the same two tensors, so the timing run leaves them
-// right; later calls take the choice. cuBLASLt's bias-gradient epilogue is not equally fast for
-// every shape, and ATen's path is exactly eager PyTorch's, so this is never slower than eager.
+// The weight gradient, with the bias gradient where `grad_bias` is given: cuBLASLt's GEMM above
+// (its algorithm timed once per problem; the bias gradient from its BGRADB epilogue) or ATen's
+// GEMM (and then its sum over rows), whichever ran faster the first time this problem came (timed
+// once per problem and device with CUDA events, both on `stream`; inside CUDA graph capture,
+// where nothing may wait on the GPU, cuBLASLt's untimed). Both write the same tensors, so the
+// timing run leaves them right; later calls take the choice. cuBLASLt's bias-gradient epilogue is
+// not equally fast for every shape, and ATen's path is exactly eager PyTorch's, so this is never
+// slower than eager.
 inline void weight_and_bias_gradients(const at::Tensor& grad_pre, const at::Tensor& rows,
-                                      at::Tensor& grad_weight, at::Tensor& grad_bias,
+                                      at::Tensor& grad_weight, at::Tensor* grad_bias,
                                       cudaStream_t stream) {
   const auto fused = [&] {
-    return weight_gradient(grad_pre, rows, grad_weight, &grad_bias, stream);
+    return weight_gradient(grad_pre, rows, grad_weight, grad_bias, stream);
   };
   const auto unfused = [&] {
     at::mm_out(grad_weight, grad_pre.t(), rows);
-    at::sum_out(grad_bias, grad_pre, {0});
+    if (grad_bias != nullptr) at::sum_out(*grad_bias, grad_pre, {0});
   };
   static std::mutex mutex;
-  static std::map<std::array<int64_t, 5>, bool> fused_is_faster;
+  static std::map<std::array<int64_t, 6>, bool> fused_is_faster;
   int device = 0;
   C10_CUDA_CHECK(cudaGetDevice(&device));
-  const std::array<int64_t, 5> key = {grad_pre.size(0), grad_pre.size(1), rows.size(1),
-                                      static_cast<int64_t>(grad_pre.scalar_type()), device};
+  const std::array<int64_t, 6> key = {
+      grad_pre.size(0), grad_pre.size(1),
+      rows.size(1),     static_cast<int64_t>(grad_pre.scalar_type()),
+      device,           grad_bias != nullptr};
   {
     const std::lock_guard<std::mutex> lock(mutex);
     const auto known = fused_is_faster.find(key);

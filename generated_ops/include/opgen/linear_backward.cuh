@@ -1,0 +1,187 @@
+// The first step of the linear layout's backward on CUDA, in one pass over the output's gradient:
+// the gradient at the pre-activation (the activation's derivative times the output's gradient),
+// and with it the bias gradient, that gradient summed over rows. Eager PyTorch reads the
+// pre-activation's gradient a second time for that sum (and cuBLASLt's bias-gradient epilogue
+// ties it to one GEMM's algorithm); here it is added while the values are in registers.
+//
+// The sum is deterministic (no float atomics): each block adds its rows of its columns in float
+// and writes one partial row, and norm.cuh's sum_partials adds the partial rows in a fixed order.
+// The bias gradient sums the pre-activation gradient as rounded to the tensors' dtype, the values
+// the weight-gradient GEMM reads. 16-byte packs only: activation_backward_with_bias returns false
+// where the layout does not allow them, and the caller takes ATen's path (opgen/linear.h).
+#pragma once
+
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/empty.h>
+#include <c10/cuda/CUDAException.h>
+#include <c10/util/BFloat16.h>
+#include <c10/util/Half.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdint>
+
+#include "opgen/launch.cuh"
+#include "opgen/linear.h"
+#include "opgen/norm.cuh"
+#include "opgen/vec.cuh"
+
+namespace opgen::linear {
+
+// The activations' derivatives in float, times the incoming gradient. `saved` is what the
+// forward kept for the backward: the pre-activation (GELU) or the output (ReLU: it passes exactly
+// where its output is positive). The formulas are ATen's (gelu_backward, threshold_backward).
+struct ReluDerivative {
+  __device__ __forceinline__ float operator()(float grad, float out) const {
+    return out > 0.0f ? grad : 0.0f;
+  }
+};
+
+struct GeluDerivative {  // d/dx of x * Phi(x) = Phi(x) + x * phi(x)
+  __device__ __forceinline__ float operator()(float grad, float x) const {
+    constexpr float kSqrtHalf = 0.70710678118654752f;
+    constexpr float kInvSqrt2Pi = 0.39894228040143268f;
+    const float cdf = 0.5f * (1.0f + erff(x * kSqrtHalf));
+    const float pdf = kInvSqrt2Pi * expf(-0.5f * x * x);
+    return grad * (cdf + x * pdf);
+  }
+};
+
+struct GeluTanhDerivative {  // d/dx of x/2 (1 + tanh(u)), u = sqrt(2/pi) (x + 0.044715 x^3)
+  __device__ __forceinline__ float operator()(float grad, float x) const {
+    constexpr float kBeta = 0.79788456080286536f;  // sqrt(2 / pi)
+    constexpr float kKappa = 0.044715f;
+    const float x_sq = x * x;
+    const float tanh_inner = tanhf(kBeta * (x + kKappa * x_sq * x));
+    const float left = 0.5f * (1.0f + tanh_inner);
+    const float right =
+        0.5f * x * (1.0f - tanh_inner * tanh_inner) * kBeta * (1.0f + 3.0f * kKappa * x_sq);
+    return grad * (left + right);
+  }
+};
+
+// A block is kColumnThreads x kRowLanes threads: a warp across kColumnThreads packs of a row (512
+// contiguous bytes), kRowLanes rows at a time; blockIdx.y picks a chunk of rows.
+constexpr int kColumnThreads = 32;
+constexpr int kRowLanes = 8;
+
+template <typename T, typename Derivative>
+__global__ void __launch_bounds__(kColumnThreads* kRowLanes)
+    activation_backward_kernel(const T* __restrict__ grad, const T* __restrict__ saved,
+                               T* __restrict__ grad_pre, float* __restrict__ partial, int64_t rows,
+                               int64_t cols, int64_t rows_per_chunk) {
+  constexpr int kPack = pack_size<T>();
+  constexpr int kBlockCols = kColumnThreads * kPack;
+  __shared__ float lane_sums[kRowLanes][kBlockCols];
+  const int64_t col = (int64_t{blockIdx.x} * kColumnThreads + threadIdx.x) * kPack;
+  const int64_t first = int64_t{blockIdx.y} * rows_per_chunk;
+  const int64_t last = std::min(rows, first + rows_per_chunk);
+  float sums[kPack] = {};
+  if (col < cols) {
+#pragma unroll 4
+    for (int64_t row = first + threadIdx.y; row < last; row += kRowLanes) {
+      const int64_t at = row * cols + col;
+      const Pack<T, kPack> g = load_pack<T, kPack>(grad + at);
+      const Pack<T, kPack> s = load_pack<T, kPack>(saved + at);
+      Pack<T, kPack> result;
+#pragma unroll
+      for (int j = 0; j < kPack; ++j) {
+        result.elem[j] = static_cast<T>(Derivative{}(widen<float>(g, j), widen<float>(s, j)));
+        sums[j] += static_cast<float>(result.elem[j]);
+      }
+      store_pack<T, kPack>(grad_pre + at, result);
+    }
+  }
+  if (partial == nullptr) return;  // no bias gradient asked for (uniform over the block)
+#pragma unroll
+  for (int j = 0; j < kPack; ++j) lane_sums[threadIdx.y][threadIdx.x * kPack + j] = sums[j];
+  __syncthreads();
+  // The block's partial row: column c's lanes added in lane order.
+  for (int c = threadIdx.y * kColumnThreads + threadIdx.x; c < kBlockCols;
+       c += kColumnThreads * kRowLanes) {
+    const int64_t column = int64_t{blockIdx.x} * kBlockCols + c;
+    if (column >= cols) break;
+    float total = 0.0f;
+#pragma unroll
+    for (int lane = 0; lane < kRowLanes; ++lane) total += lane_sums[lane][c];
+    partial[int64_t{blockIdx.y} * cols + column] = total;
+  }
+}
+
+template <typename T, typename Derivative>
+void launch_activation_backward(const at::Tensor& grad, const at::Tensor& saved,
+                                at::Tensor& grad_pre, at::Tensor* grad_bias, cudaStream_t stream) {
+  constexpr int kPack = pack_size<T>();
+  const int64_t rows = grad.size(0), cols = grad.size(1);
+  const int64_t column_blocks = row_engine::ceil_div(cols, int64_t{kColumnThreads} * kPack);
+  // About kWaves waves of resident blocks, never more (a last wave of a few blocks would cost as
+  // long as a full one), each over at least kMinChunkRows rows (a block's partial row is the bias
+  // sum's only extra traffic).
+  constexpr int64_t kWaves = 4;
+  constexpr int64_t kMinChunkRows = 4 * kRowLanes;
+  const int64_t resident = int64_t{multiprocessor_count()} *
+                           blocks_per_multiprocessor<activation_backward_kernel<T, Derivative>>(
+                               kColumnThreads * kRowLanes);
+  const int64_t most_chunks = std::min<int64_t>(row_engine::ceil_div(rows, kMinChunkRows), 65535);
+  const int64_t chunks_wanted =
+      std::clamp<int64_t>(kWaves * resident / column_blocks, 1, most_chunks);
+  const int64_t rows_per_chunk = row_engine::ceil_div(rows, chunks_wanted);
+  const int64_t chunks = row_engine::ceil_div(rows, rows_per_chunk);
+  at::Tensor partial;
+  if (grad_bias != nullptr) partial = at::empty({chunks, cols}, grad.options().dtype(at::kFloat));
+  const dim3 grid(static_cast<unsigned>(column_blocks), static_cast<unsigned>(chunks));
+  activation_backward_kernel<T, Derivative><<<grid, dim3(kColumnThreads, kRowLanes), 0, stream>>>(
+      grad.const_data_ptr<T>(), saved.const_data_ptr<T>(), grad_pre.mutable_data_ptr<T>(),
+      grad_bias != nullptr ? partial.mutable_data_ptr<float>() : nullptr, rows, cols,
+      rows_per_chunk);
+  OPGEN_CHECK_LAUNCH();
+  if (grad_bias != nullptr) {
+    norm::sum_partials<T, float>(grad_bias->mutable_data_ptr<T>(), partial.const_data_ptr<float>(),
+                                 chunks, cols, stream);
+  }
+}
+
+// grad_pre (M x N) = the activation's derivative at `saved` (M x N) times `grad` (M x N), and
+// where `grad_bias` is given, grad_pre summed over rows into it. false, with nothing written:
+// the activation has no derivative here (identity, formulas), or the dtype or layout is not one
+// of 16-byte packs (float64, N not a whole number of packs, misaligned, or empty).
+inline bool activation_backward_with_bias(Activation activation, const at::Tensor& grad,
+                                          const at::Tensor& saved, at::Tensor& grad_pre,
+                                          at::Tensor* grad_bias, cudaStream_t stream) {
+  if (activation != Activation::kRelu && activation != Activation::kGelu &&
+      activation != Activation::kGeluTanh)
+    return false;
+  const at::ScalarType dtype = grad.scalar_type();
+  if (dtype != at::kHalf && dtype != at::kBFloat16 && dtype != at::kFloat) return false;
+  const int64_t pack = kVectorBytes / static_cast<int64_t>(c10::elementSize(dtype));
+  if (grad.dim() != 2 || grad.numel() == 0 || grad.size(1) % pack != 0 || !grad.is_contiguous() ||
+      !saved.is_contiguous() || !grad_pre.is_contiguous() || saved.sizes() != grad.sizes() ||
+      grad_pre.sizes() != grad.sizes() || saved.scalar_type() != dtype)
+    return false;
+  for (const at::Tensor* t : {&grad, &saved, static_cast<const at::Tensor*>(&grad_pre)}) {
+    if (!is_aligned(t->const_data_ptr(), kVectorBytes)) return false;
+  }
+  const auto launch = [&](auto type_tag) {
+    using T = decltype(type_tag);
+    switch (activation) {
+      case Activation::kRelu:
+        launch_activation_backward<T, ReluDerivative>(grad, saved, grad_pre, grad_bias, stream);
+        break;
+      case Activation::kGelu:
+        launch_activation_backward<T, GeluDerivative>(grad, saved, grad_pre, grad_bias, stream);
+        break;
+      default:
+        launch_activation_backward<T, GeluTanhDerivative>(grad, saved, grad_pre, grad_bias, stream);
+    }
+  };
+  if (dtype == at::kHalf) {
+    launch(c10::Half());
+  } else if (dtype == at::kBFloat16) {
+    launch(c10::BFloat16());
+  } else {
+    launch(float());
+  }
+  return true;
+}
+
+}  // namespace opgen::linear
