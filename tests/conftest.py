@@ -21,6 +21,9 @@ there.
   Tests must not change the shared workspace's ops (another process may be testing them): a
   deliberately broken stand-in joins as an op of its own (``broken=``, built as
   ``shared_build.broken_name(op)``), and a test that must edit or rebuild an op builds its own.
+  (One test adds an op there: test_end_to_end's last, which builds an op that does not compile
+  beside my_op, whose library it deletes; its module's ops are its own, and its ``xdist_group``
+  runs it after the module's other tests.)
 """
 
 from __future__ import annotations
