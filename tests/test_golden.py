@@ -15,6 +15,9 @@ from shared_build import made_once
 from opgen.formatting import format_cpp, format_python
 from opgen.workspace import Workspace
 
+# One process runs these tests (the other would only wait for the render of every case).
+pytestmark = pytest.mark.xdist_group("golden")
+
 
 @pytest.fixture(scope="module")
 def rendered(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
