@@ -8,15 +8,15 @@ there.
 
 - ``rendered(destination, *ops)``: a copy of a workspace holding ``ops``, each combination rendered
   once per run (copier takes about a second an op).
-- ``shared_project``: the one built workspace of the slow tests (tests/shared_build.py). Each op is
-  compiled once per run, whatever module uses it. A module with ops of a new kind joins with one
-  line at its top, and takes the fixture::
+- ``shared_projects(name)``: the built workspaces of the slow tests (tests/shared_build.py; two,
+  built at once by the two processes). Each op is compiled once per run, whatever module uses it.
+  A module with ops of a new kind joins one with one line at its top, and takes the fixture::
 
-      OPS = shared_build.join({"my_mlp": ["--kind", "mlp"]}, cuda=["my_mlp"], broken=BROKEN)
+      OPS = shared_build.join({"my_mlp": ["--kind", "mlp"]}, workspace="two", cuda=["my_mlp"], broken=BROKEN)
 
       @pytest.mark.slow
-      def test_mlp_passes_its_generated_tests(shared_project: SharedProject) -> None:
-          result = opgen("test", *OPS, cwd=shared_project.root)
+      def test_mlp_passes_its_generated_tests(shared_projects: Callable[[str], SharedProject]) -> None:
+          result = opgen("test", *OPS, cwd=shared_projects("two").root)
 
   Tests must not change the shared workspace's ops (another process may be testing them): a
   deliberately broken stand-in joins as an op of its own (``broken=``, built as
@@ -32,6 +32,7 @@ import hashlib
 import os
 import shutil
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 
 import pytest
@@ -44,9 +45,14 @@ from opgen.workspace import Workspace
 
 
 @pytest.fixture(scope="session")
-def shared_project(tmp_path_factory: pytest.TempPathFactory) -> SharedProject:
-    """The slow tests' workspace: every op the collected modules joined, built (tests/shared_build.py)."""
-    return shared_build.read(made_once(tmp_path_factory, shared_build.key(), shared_build.render_and_build))
+def shared_projects(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], SharedProject]:
+    """The slow tests' shared workspace of a name: every op the collected modules joined to it, built."""
+
+    def project(workspace: str) -> SharedProject:
+        build = partial(shared_build.render_and_build, workspace)
+        return shared_build.read(made_once(tmp_path_factory, shared_build.key(workspace), build))
+
+    return project
 
 
 @pytest.fixture

@@ -1,11 +1,14 @@
-"""The one workspace the slow tests share: every op they join, rendered and built once per test run.
+"""The workspaces the slow tests share: every op they join, rendered and built once per test run.
 
-A slow test module joins its ops at its top (``OPS = shared_build.join({...})``) and takes the
-``shared_project`` fixture (tests/conftest.py), the folder holding ``generated_ops/`` with every
-joined op built. The ops are rendered with ``opgen new`` and compiled by two ``opgen build`` runs
-(the ops joined with ``cuda=...`` as `opgen build` decides, CUDA kernels included where a toolkit is
-found; the rest ``--cpu-only``), once per run however many test processes pytest-xdist starts
-(conftest.py's ``made_once``: a file lock and a folder keyed by what was joined).
+A slow test module joins its ops to one of WORKSPACES at its top (``OPS = shared_build.join({...},
+workspace="one")``) and takes the ``shared_projects`` fixture (tests/conftest.py): called with the
+workspace's name, it gives the folder holding that ``generated_ops/`` with every op joined to it
+built. The ops are rendered with ``opgen new`` and compiled by two ``opgen build`` runs (the ops
+joined with ``cuda=...`` as `opgen build` decides, CUDA kernels included where a toolkit is found;
+the rest ``--cpu-only``), once per run however many test processes pytest-xdist starts
+(``made_once``: a file lock and a folder keyed by what was joined). There are two workspaces, of
+about equal build times, so that both test processes compile at once: one workspace is one
+setup.py, which compiles its ops one after another.
 
 Nothing may change the shared workspace's ops: a deliberately broken stand-in is an op of its own,
 ``<op>_broken``, rendered like ``<op>`` and edited before the build (``broken=...``).
@@ -31,15 +34,20 @@ from workspace_commands import BrokenEdit, opgen
 _CHOOSES_THE_RECIPE = ("--recipe", "--kind", "--signature", "--formula")
 
 
+# Their names; join an op where less is built (the build summaries in the CI log give the times).
+WORKSPACES = ("one", "two")
+
+
 @dataclass(frozen=True)
 class SharedOp:
+    workspace: str
     name: str
     options: tuple[str, ...]  # `opgen new NAME OPTIONS`
     cuda: bool  # built as `opgen build` decides (CUDA kernels where a toolkit is found), else --cpu-only
     broken: BrokenEdit | None = None  # a stand-in: this edit made to its csrc/ before the build
 
 
-_JOINED: dict[str, SharedOp] = {}
+_JOINED: dict[tuple[str, str], SharedOp] = {}
 
 
 def broken_name(op: str) -> str:
@@ -48,40 +56,47 @@ def broken_name(op: str) -> str:
 
 
 def join(
-    ops: Mapping[str, Sequence[str]], *, cuda: Iterable[str] = (), broken: Mapping[str, BrokenEdit] | None = None
+    ops: Mapping[str, Sequence[str]],
+    *,
+    workspace: str,
+    cuda: Iterable[str] = (),
+    broken: Mapping[str, BrokenEdit] | None = None,
 ) -> list[str]:
-    """Add ``ops`` (name -> `opgen new` options) to the shared workspace; return their names.
+    """Add ``ops`` (name -> `opgen new` options) to the shared ``workspace``; return their names.
 
     ``cuda``: the ops whose CUDA kernels CI compiles too (the GPU session builds and tests every op's).
     ``broken``: for some of them, an edit of a kernel (its reference left right): each becomes a stand-in
     ``broken_name(op)``, built for the CPU, whose generated tests must fail.
     """
+    if workspace not in WORKSPACES:
+        raise ValueError(f"no shared workspace {workspace!r}; the shared workspaces: {', '.join(WORKSPACES)}")
     with_cuda = set(cuda)
     for name, options in ops.items():
-        _add(SharedOp(name, tuple(options), name in with_cuda))
+        _add(SharedOp(workspace, name, tuple(options), name in with_cuda))
     for name, (source, correct, wrong) in (broken or {}).items():
         options = tuple(ops[name])
         if not any(option in _CHOOSES_THE_RECIPE for option in options):
             options = ("--recipe", name, *options)
         twin = broken_name(name)
-        _add(SharedOp(twin, options, False, (source.replace(name, twin, 1), correct, wrong)))
+        _add(SharedOp(workspace, twin, options, False, (source.replace(name, twin, 1), correct, wrong)))
     return list(ops)
 
 
 def _add(op: SharedOp) -> None:
-    if _JOINED.get(op.name, op) != op:
+    if _JOINED.get((op.workspace, op.name), op) != op:
         raise ValueError(f"two test modules join the shared workspace's op {op.name!r} with different options")
-    _JOINED[op.name] = op
+    _JOINED[op.workspace, op.name] = op
 
 
-def joined() -> list[SharedOp]:
-    return [_JOINED[name] for name in sorted(_JOINED)]
+def joined(workspace: str) -> list[SharedOp]:
+    """The ops joined to ``workspace``, sorted by name."""
+    return [op for (name, _), op in sorted(_JOINED.items(), key=lambda item: item[0][1]) if name == workspace]
 
 
-def key() -> str:
-    """A name for the shared workspace of what was joined (the same in every test process)."""
-    text = json.dumps([asdict(op) for op in joined()])
-    return "shared-build-" + hashlib.sha256(text.encode()).hexdigest()[:12]
+def key(workspace: str) -> str:
+    """A name for the shared ``workspace`` of what was joined to it (the same in every test process)."""
+    text = json.dumps([asdict(op) for op in joined(workspace)])
+    return f"shared-build-{workspace}-" + hashlib.sha256(text.encode()).hexdigest()[:12]
 
 
 def made_once(factory: pytest.TempPathFactory, name: str, make: Callable[[Path], None]) -> Path:
@@ -110,8 +125,8 @@ def made_once(factory: pytest.TempPathFactory, name: str, make: Callable[[Path],
 BUILDS = "builds.json"
 
 
-def render_and_build(root: Path) -> None:
-    """Render every joined op into ``root/generated_ops``, break the stand-ins, and build them all.
+def render_and_build(workspace: str, root: Path) -> None:
+    """Render every op joined to ``workspace`` into ``root/generated_ops``, break the stand-ins, and build them all.
 
     The builds' outcomes (command, exit code, output) are written to ``root/builds.json`` whether
     they succeed or not: every test process reads them there instead of building again.
@@ -120,7 +135,7 @@ def render_and_build(root: Path) -> None:
 
     root.mkdir(parents=True)
     runner = CliRunner()
-    for op in joined():
+    for op in joined(workspace):
         made = runner.invoke(app, ["new", op.name, *op.options, "-w", str(root / "generated_ops")])
         assert made.exit_code == 0, f"opgen new {op.name}: {made.output}"
         if op.broken is not None:
@@ -131,7 +146,7 @@ def render_and_build(root: Path) -> None:
             path.write_text(text.replace(correct, wrong))
     builds = []
     for cuda in (True, False):
-        names = [op.name for op in joined() if op.cuda == cuda]
+        names = [op.name for op in joined(workspace) if op.cuda == cuda]
         if names:
             command = ["build", *([] if cuda else ["--cpu-only"]), *names]
             result = opgen(*command, cwd=root)

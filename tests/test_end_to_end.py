@@ -8,6 +8,7 @@ import json
 import shutil
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -24,14 +25,16 @@ pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("end_to_end")]
 
 OPS = shared_build.join(
     {"softmax": [], "gelu": [], "my_op": ["--kind", "elementwise"], "row_op": ["--kind", "rowwise"]},
+    workspace="one",
     cuda=["softmax", "gelu", "my_op", "row_op"],
 )
 
 
 @pytest.fixture
-def built(shared_project: SharedProject) -> tuple[Path, str]:
+def built(shared_projects: Callable[[str], SharedProject]) -> tuple[Path, str]:
     """The folder holding the shared workspace, and the output of the build that built OPS."""
-    return shared_project.root, shared_project.build_output(OPS[0])
+    project = shared_projects("one")
+    return project.root, project.build_output(OPS[0])
 
 
 def cuda_compilable() -> bool:
@@ -59,7 +62,7 @@ def test_generated_tests_pass(built: tuple[Path, str]) -> None:
 
 def test_package_offers_every_op_both_ways(built: tuple[Path, str]) -> None:
     root, _ = built
-    every_op = [op.name for op in shared_build.joined()]  # the other modules' ops are built there too
+    every_op = [op.name for op in shared_build.joined("one")]  # the other modules' ops are built there too
     script = f"""
 import torch, generated_ops as g
 x = torch.randn(4, 10)

@@ -6,6 +6,7 @@ import os
 import re
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -359,13 +360,14 @@ BUILT_FORMULA_OPS = shared_build.join(
         "mish": ["--formula", "x*tanh(log(1+exp(x)))"],
         "relu_scale": ["--formula", "max(x, 0)*alpha", "--param", "alpha=1.5"],
         "swish_gate": ["--formula", "x*sigmoid(y)"],
-    }
+    },
+    workspace="two",
 )
 
 
 @pytest.mark.slow
-def test_formula_ops_build_and_pass_their_tests(shared_project: SharedProject) -> None:
-    result = opgen("test", *BUILT_FORMULA_OPS, cwd=shared_project.root, addopts="-rA")  # -rA: every test listed with its outcome
+def test_formula_ops_build_and_pass_their_tests(shared_projects: Callable[[str], SharedProject]) -> None:
+    result = opgen("test", *BUILT_FORMULA_OPS, cwd=shared_projects("two").root, addopts="-rA")  # -rA: every test listed with its outcome
     assert result.returncode == 0, result.stdout[-5000:] + result.stderr[-2000:]
     assert " passed" in result.stdout and " failed" not in result.stdout
     # float64 gradcheck of the derived backward ran on the CPU: mish and relu_scale once each,

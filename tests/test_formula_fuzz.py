@@ -9,6 +9,7 @@ import importlib.util
 import os
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -39,12 +40,12 @@ def opgen(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
 
 
 FUZZ_OPS = {f"fuzz{index}": case.command(f"fuzz{index}")[3:] for index, case in enumerate(fuzz_module().sample(FUZZ_SAMPLE, FUZZ_SEED))}
-OPS = shared_build.join({**{name: ["--formula", formula] for name, formula in TEXTBOOK.items()}, **FUZZ_OPS})
+OPS = shared_build.join({**{name: ["--formula", formula] for name, formula in TEXTBOOK.items()}, **FUZZ_OPS}, workspace="one")
 
 
 @pytest.fixture
-def built(shared_project: SharedProject) -> tuple[Path, list[str]]:
-    return shared_project.root, OPS
+def built(shared_projects: Callable[[str], SharedProject]) -> tuple[Path, list[str]]:
+    return shared_projects("one").root, OPS
 
 
 @pytest.mark.slow

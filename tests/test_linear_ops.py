@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -20,10 +21,10 @@ LINEAR_OPS = {
 
 
 @pytest.fixture
-def project(shared_project: SharedProject) -> Path:
+def project(shared_projects: Callable[[str], SharedProject]) -> Path:
     """linear_gelu builds as `opgen build` decides (its cuBLASLt host code compiles and links where a
     CUDA toolkit is found, as in CI); lin_relu for the CPU only."""
-    return shared_project.root
+    return shared_projects("two").root
 
 
 @pytest.mark.slow
@@ -69,7 +70,7 @@ BROKEN = {
 }
 
 
-shared_build.join(LINEAR_OPS, cuda=["linear_gelu"], broken=BROKEN)
+shared_build.join(LINEAR_OPS, workspace="two", cuda=["linear_gelu"], broken=BROKEN)
 
 
 @pytest.mark.slow

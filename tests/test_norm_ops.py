@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -34,8 +35,8 @@ SELECTION = (
 
 
 @pytest.fixture
-def project(shared_project: SharedProject) -> Path:
-    return shared_project.root
+def project(shared_projects: Callable[[str], SharedProject]) -> Path:
+    return shared_projects("one").root
 
 
 @pytest.mark.slow
@@ -83,7 +84,7 @@ BROKEN = {
 }
 
 
-shared_build.join(NORMS, broken=BROKEN)
+shared_build.join(NORMS, workspace="one", broken=BROKEN)
 
 
 @pytest.mark.slow

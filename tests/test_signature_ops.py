@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -33,8 +34,8 @@ CUDA_OPS = ["sig_rich", "bitonic_sort"]
 
 
 @pytest.fixture
-def project(shared_project: SharedProject) -> Path:
-    return shared_project.root
+def project(shared_projects: Callable[[str], SharedProject]) -> Path:
+    return shared_projects("two").root
 
 
 def test_each_signature_passes_its_generated_tests_as_generated(project: Path) -> None:
@@ -78,7 +79,7 @@ BROKEN = {
 }
 
 
-shared_build.join(SIGNATURES, cuda=CUDA_OPS, broken=BROKEN)
+shared_build.join(SIGNATURES, workspace="two", cuda=CUDA_OPS, broken=BROKEN)
 
 
 def test_broken_stand_ins_fail_their_generated_tests(project: Path) -> None:
