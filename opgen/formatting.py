@@ -13,7 +13,7 @@ import json
 import shutil
 import subprocess
 import sys
-from functools import cache
+from functools import cache, lru_cache
 from pathlib import Path
 
 import yaml
@@ -65,6 +65,10 @@ def _run(command: list[str], text: str, what: str) -> str:
     return result.stdout
 
 
+# Both formatters are pure functions of the text (the tool and the style are fixed for the process),
+# so a text formatted once is not sent to a subprocess again: an update renders the same files
+# several times (its base, the merge's two sides), and a test session renders the same ops often.
+@lru_cache(maxsize=4096)
 def format_python(text: str) -> str:
     ruff = _tool("ruff")
     if ruff is None or not text.strip():
@@ -73,6 +77,7 @@ def format_python(text: str) -> str:
     return _run(command, text, "Python")
 
 
+@lru_cache(maxsize=4096)
 def format_cpp(text: str) -> str:
     clang_format = _tool("clang-format")
     if clang_format is None or not text.strip():

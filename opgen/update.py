@@ -187,7 +187,7 @@ def update_ops(workspace: Workspace, ops: Iterable[str] = (), *, dry_run: bool =
         for folder, base in zip(folders, bases, strict=True):
             if base not in (None, snapshot) and not snapshot_dir(workspace.path, base).is_dir():
                 raise _missing_snapshot(workspace, folder, base)
-        needed = template_needs(current)
+        needed = _needs_of_snapshot(current, snapshot)
         targets = [migrate_answers(folder.answers, needed) for folder in folders]
         # Each folder's base: what its recorded template and answers render. One rendered before
         # snapshots has none recorded; the current template's render stands in if the folder matches it.
@@ -300,6 +300,19 @@ def template_needs(template: Path) -> frozenset[str]:
         except jinja2.TemplateError:
             needed |= set(re.findall(r"[A-Za-z_]\w*", text))  # unparsable here: every name it mentions
     return frozenset(needed)
+
+
+_NEEDS: dict[str, frozenset[str]] = {}
+
+
+def _needs_of_snapshot(template: Path, snapshot: str) -> frozenset[str]:
+    """template_needs of ``template``, whose snapshot id (a hash of its files) is ``snapshot``.
+
+    Parsed once per process: parsing every Jinja file takes about half a second.
+    """
+    if snapshot not in _NEEDS:
+        _NEEDS[snapshot] = template_needs(template)
+    return _NEEDS[snapshot]
 
 
 class _AnyName(dict):  # type: ignore[type-arg]

@@ -1,14 +1,58 @@
+"""Fixtures shared by opgen's tests, and how the suite avoids doing the same work twice.
+
+pytest-xdist runs the suite in two processes (addopts: ``-n 2 --dist loadgroup``): tests go to
+whichever process is free, except that the tests of an ``xdist_group`` stay in one process, in
+file order. What many tests need is made once per run, not once per process: ``made_once``
+builds it in the folder both processes share, under a file lock, and every later caller finds it
+there.
+
+- ``rendered(destination, *ops)``: a copy of a workspace holding ``ops``, each combination rendered
+  once per run (copier takes about a second an op).
+- ``shared_projects(name)``: the built workspaces of the slow tests (tests/shared_build.py; two,
+  built at once by the two processes). Each op is compiled once per run, whatever module uses it.
+  A module with ops of a new kind joins one with one line at its top, and takes the fixture::
+
+      OPS = shared_build.join({"my_mlp": ["--kind", "mlp"]}, workspace="two", cuda=["my_mlp"], broken=BROKEN)
+
+      @pytest.mark.slow
+      def test_mlp_passes_its_generated_tests(shared_projects: Callable[[str], SharedProject]) -> None:
+          result = opgen("test", *OPS, cwd=shared_projects("two").root)
+
+  Tests must not change the shared workspace's ops (another process may be testing them): a
+  deliberately broken stand-in joins as an op of its own (``broken=``, built as
+  ``shared_build.broken_name(op)``), and a test that must edit or rebuild an op builds its own.
+  (One test adds an op there: test_end_to_end's last, which builds an op that does not compile
+  beside my_op, whose library it deletes; its module's ops are its own, and its ``xdist_group``
+  runs it after the module's other tests.)
+"""
+
 from __future__ import annotations
 
+import hashlib
+import os
 import shutil
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 
 import pytest
+import shared_build
+from shared_build import SharedProject, made_once
 
-from opgen.render import new_op
+from opgen.render import TEMPLATE_ENV, new_op
 from opgen.rules import BuildRules
 from opgen.workspace import Workspace
+
+
+@pytest.fixture(scope="session")
+def shared_projects(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], SharedProject]:
+    """The slow tests' shared workspace of a name: every op the collected modules joined to it, built."""
+
+    def project(workspace: str) -> SharedProject:
+        build = partial(shared_build.render_and_build, workspace)
+        return shared_build.read(made_once(tmp_path_factory, shared_build.key(workspace), build))
+
+    return project
 
 
 @pytest.fixture
@@ -26,20 +70,23 @@ OpToRender = str | tuple[str, dict[str, object]]
 def rendered(tmp_path_factory: pytest.TempPathFactory) -> Callable[..., Workspace]:
     """``rendered(destination, *ops)``: a fresh copy at ``destination`` of a workspace holding ``ops``.
 
-    Each combination is rendered once per test process (copier takes 1-2 s an op) and copied
-    (milliseconds) for every test that asks for it, so tests still own, and may edit, their copy.
+    Each combination is rendered once per test run (made_once; copier takes about a second an op)
+    and copied (milliseconds) for every test that asks for it, so tests still own, and may edit,
+    their copy.
     """
-    renders: dict[tuple[object, ...], Path] = {}
 
     def workspace_with(destination: Path, *ops: OpToRender) -> Workspace:
         calls = [(op, {}) if isinstance(op, str) else op for op in ops]
-        key = (destination.name, *((name, repr(sorted(kwargs.items()))) for name, kwargs in calls))
-        if key not in renders:
-            source = tmp_path_factory.mktemp("rendered") / destination.name
+        template = os.environ.get(TEMPLATE_ENV)  # a test's own template renders its own workspaces
+        key = repr((template, destination.name, *((name, sorted(kwargs.items())) for name, kwargs in calls)))
+
+        def render(folder: Path) -> None:
             for name, kwargs in calls:
-                new_op(name, workspace=Workspace.locate(source), **kwargs)  # type: ignore[arg-type]
-            renders[key] = source
-        shutil.copytree(renders[key], destination, symlinks=True)
+                new_op(name, workspace=Workspace.locate(folder / destination.name), **kwargs)  # type: ignore[arg-type]
+
+        name = "rendered-" + hashlib.sha256(key.encode()).hexdigest()[:12]
+        source = made_once(tmp_path_factory, name, render) / destination.name
+        shutil.copytree(source, destination, symlinks=True)
         return Workspace.locate(destination)
 
     return workspace_with

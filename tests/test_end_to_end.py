@@ -1,5 +1,6 @@
 """The product's main job, for real: generate, build (C++ and CUDA where a toolkit is present),
-and run the generated tests of softmax, gelu and a skeleton of each kind in a fresh workspace."""
+and run the generated tests of softmax, gelu and a skeleton of each kind (in the slow tests'
+shared workspace, tests/shared_build.py)."""
 
 from __future__ import annotations
 
@@ -7,59 +8,65 @@ import json
 import shutil
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+import shared_build
 import torch
+from shared_build import SharedProject
 from workspace_commands import opgen
 
 from opgen.toolchain import find_cuda_toolkit
 
-pytestmark = pytest.mark.slow
+# One process runs this module's tests, in order: the last one adds an op to the shared workspace
+# and deletes my_op's library (put back by the build it tests).
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("end_to_end")]
 
-OPS = {"softmax": None, "gelu": None, "my_op": "elementwise", "row_op": "rowwise"}
+OPS = shared_build.join(
+    {"softmax": [], "gelu": [], "my_op": ["--kind", "elementwise"], "row_op": ["--kind", "rowwise"]},
+    workspace="one",
+    cuda=["softmax", "gelu", "my_op", "row_op"],
+)
 
 
-@pytest.fixture(scope="module")
-def built(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, subprocess.CompletedProcess[str]]:
-    root = tmp_path_factory.mktemp("project")
-    for name, kind in OPS.items():
-        result = opgen("new", name, *(["--kind", kind] if kind else []), cwd=root)
-        assert result.returncode == 0, result.stderr
-    build = opgen("build", cwd=root)
-    assert build.returncode == 0, build.stdout + build.stderr
-    return root, build
+@pytest.fixture
+def built(shared_projects: Callable[[str], SharedProject]) -> tuple[Path, str]:
+    """The folder holding the shared workspace, and the output of the build that built OPS."""
+    project = shared_projects("one")
+    return project.root, project.build_output(OPS[0])
 
 
 def cuda_compilable() -> bool:
     return torch.version.cuda is not None and find_cuda_toolkit() is not None
 
 
-def test_build_compiles_cuda_where_a_toolkit_is_found(built: tuple[Path, subprocess.CompletedProcess[str]]) -> None:
+def test_build_compiles_cuda_where_a_toolkit_is_found(built: tuple[Path, str]) -> None:
     root, build = built
     if cuda_compilable():
-        assert "CPU and CUDA kernels" in build.stdout
+        assert "CPU and CUDA kernels" in build
     else:
-        assert "CPU kernels only" in build.stdout
+        assert "CPU kernels only" in build
     for name in OPS:
         assert list((root / "generated_ops" / name).glob("_C*.so")), name
 
 
-def test_generated_tests_pass(built: tuple[Path, subprocess.CompletedProcess[str]]) -> None:
+def test_generated_tests_pass(built: tuple[Path, str]) -> None:
     root, _ = built
-    result = opgen("test", cwd=root)
+    result = opgen("test", *OPS, cwd=root)
     assert result.returncode == 0, result.stdout[-5000:] + result.stderr[-2000:]
     assert " passed" in result.stdout and " failed" not in result.stdout
     if not torch.cuda.is_available():
         assert "no CUDA GPU found" in result.stdout  # CUDA tests skip with their reason, never silently
 
 
-def test_package_offers_every_op_both_ways(built: tuple[Path, subprocess.CompletedProcess[str]]) -> None:
+def test_package_offers_every_op_both_ways(built: tuple[Path, str]) -> None:
     root, _ = built
+    every_op = [op.name for op in shared_build.joined("one")]  # the other modules' ops are built there too
     script = f"""
 import torch, generated_ops as g
 x = torch.randn(4, 10)
-assert sorted(g.built_ops) == sorted({list(OPS)!r})
+assert sorted(g.built_ops) == sorted({every_op!r}), g.built_ops
 torch.testing.assert_close(g.softmax(x), torch.softmax(x, -1))
 torch.testing.assert_close(torch.ops.generated_ops.gelu(x, "tanh"), torch.nn.functional.gelu(x, approximate="tanh"))
 for name in {list(OPS)!r}:
@@ -72,9 +79,7 @@ for name in {list(OPS)!r}:
     assert result.stdout.split() == [word for name in OPS for word in (name, expected)]
 
 
-def test_bench_on_cpu_writes_the_documented_json(
-    built: tuple[Path, subprocess.CompletedProcess[str]], tmp_path: Path
-) -> None:
+def test_bench_on_cpu_writes_the_documented_json(built: tuple[Path, str], tmp_path: Path) -> None:
     root, _ = built
     report = tmp_path / "softmax.json"
     result = opgen(
@@ -90,7 +95,7 @@ def test_bench_on_cpu_writes_the_documented_json(
         assert measurement["direction"] in {"forward", "backward"}
 
 
-def test_a_broken_op_fails_alone_with_its_first_error(built: tuple[Path, subprocess.CompletedProcess[str]]) -> None:
+def test_a_broken_op_fails_alone_with_its_first_error(built: tuple[Path, str]) -> None:
     root, _ = built
     assert opgen("new", "broken", cwd=root).returncode == 0
     source = root / "generated_ops" / "broken" / "csrc" / "broken_cpu.cpp"

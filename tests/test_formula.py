@@ -6,12 +6,15 @@ import os
 import re
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
+import shared_build
 import sympy as sp
 import torch
+from shared_build import SharedProject
 from typer.testing import CliRunner
 
 from opgen.cli import app
@@ -350,20 +353,21 @@ def opgen(*args: str, cwd: Path, addopts: str = "") -> subprocess.CompletedProce
     return subprocess.run([sys.executable, "-m", "opgen", *args], cwd=cwd, env=env, capture_output=True, text=True)
 
 
+# A unary op, one with a param and a binary one (broadcasting, one gradient per input), built for
+# the CPU in the slow tests' shared workspace (tests/shared_build.py).
+BUILT_FORMULA_OPS = shared_build.join(
+    {
+        "mish": ["--formula", "x*tanh(log(1+exp(x)))"],
+        "relu_scale": ["--formula", "max(x, 0)*alpha", "--param", "alpha=1.5"],
+        "swish_gate": ["--formula", "x*sigmoid(y)"],
+    },
+    workspace="two",
+)
+
+
 @pytest.mark.slow
-def test_formula_ops_build_and_pass_their_tests(tmp_path: Path) -> None:
-    # A unary op, one with a param and a binary one (broadcasting, one gradient per input).
-    for args in (
-        ["mish", "--formula", "x*tanh(log(1+exp(x)))"],
-        ["relu_scale", "--formula", "max(x, 0)*alpha", "--param", "alpha=1.5"],
-        ["swish_gate", "--formula", "x*sigmoid(y)"],
-    ):
-        made = opgen("new", *args, cwd=tmp_path)
-        assert made.returncode == 0, made.stderr
-    ops = ["mish", "relu_scale", "swish_gate"]
-    build = opgen("build", *ops, "--cpu-only", "-j", "2", cwd=tmp_path)
-    assert build.returncode == 0, build.stdout + build.stderr
-    result = opgen("test", *ops, cwd=tmp_path, addopts="-rA")  # -rA: every test listed with its outcome
+def test_formula_ops_build_and_pass_their_tests(shared_projects: Callable[[str], SharedProject]) -> None:
+    result = opgen("test", *BUILT_FORMULA_OPS, cwd=shared_projects("two").root, addopts="-rA")  # -rA: every test listed with its outcome
     assert result.returncode == 0, result.stdout[-5000:] + result.stderr[-2000:]
     assert " passed" in result.stdout and " failed" not in result.stdout
     # float64 gradcheck of the derived backward ran on the CPU: mish and relu_scale once each,

@@ -1,6 +1,7 @@
 """Formula ops built and tested as a user would: the textbook forms opgen rewrites (GeGLU's among
-them) and a seeded sample of the fuzzer's formulas (scripts/fuzz_formulas.py), in one workspace and
-one CPU build; their generated tests (gradgradcheck included) must pass."""
+them) and a seeded sample of the fuzzer's formulas (scripts/fuzz_formulas.py), built for the CPU in
+the slow tests' shared workspace (tests/shared_build.py); their generated tests (gradgradcheck
+included) must pass."""
 
 from __future__ import annotations
 
@@ -8,9 +9,12 @@ import importlib.util
 import os
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+import shared_build
+from shared_build import SharedProject
 from workspace_commands import opgen as run_opgen
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -35,20 +39,13 @@ def opgen(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     return run_opgen(*args, cwd=cwd, env={**os.environ, "PYTHONPATH": str(ROOT)})
 
 
-@pytest.fixture(scope="module")
-def built(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[str]]:
-    root = tmp_path_factory.mktemp("fuzz")
-    names = list(TEXTBOOK)
-    for name, formula in TEXTBOOK.items():
-        assert opgen("new", name, "--formula", formula, cwd=root).returncode == 0
-    for index, case in enumerate(fuzz_module().sample(FUZZ_SAMPLE, FUZZ_SEED)):
-        name = f"fuzz{index}"
-        result = opgen(*case.command(name)[1:], cwd=root)
-        assert result.returncode == 0, (case.formula, result.stderr)
-        names.append(name)
-    result = opgen("build", "--cpu-only", "-j", "2", *names, cwd=root)
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    return root, names
+FUZZ_OPS = {f"fuzz{index}": case.command(f"fuzz{index}")[3:] for index, case in enumerate(fuzz_module().sample(FUZZ_SAMPLE, FUZZ_SEED))}
+OPS = shared_build.join({**{name: ["--formula", formula] for name, formula in TEXTBOOK.items()}, **FUZZ_OPS}, workspace="one")
+
+
+@pytest.fixture
+def built(shared_projects: Callable[[str], SharedProject]) -> tuple[Path, list[str]]:
+    return shared_projects("one").root, OPS
 
 
 @pytest.mark.slow

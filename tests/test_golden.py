@@ -10,14 +10,20 @@ from pathlib import Path
 
 import pytest
 from golden_cases import CASES, GOLDEN, render_cases, rendered_files
+from shared_build import made_once
 
 from opgen.formatting import format_cpp, format_python
 from opgen.workspace import Workspace
 
+# One process runs these tests (the other would only wait for the render of every case).
+pytestmark = pytest.mark.xdist_group("golden")
+
 
 @pytest.fixture(scope="module")
 def rendered(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    return render_cases(Workspace.locate(tmp_path_factory.mktemp("golden") / "generated_ops"))
+    # Rendered once per run (both test processes share it): the tests only read it.
+    folder = made_once(tmp_path_factory, "golden", lambda folder: render_cases(Workspace.locate(folder / "generated_ops")))
+    return {name: folder / "generated_ops" / name for name in CASES}
 
 
 @pytest.mark.parametrize("op", CASES)

@@ -1,14 +1,18 @@
-"""linear_gelu and `opgen new --kind linear --activation`, for real: render, build once, pass the
-generated tests, and fail them once a kernel is edited but not the reference; and the refusals."""
+"""linear_gelu and `opgen new --kind linear --activation`, for real: render, build once (in the
+slow tests' shared workspace, tests/shared_build.py), pass the generated tests, and fail them once
+a kernel is edited but not the reference; and the refusals."""
 
 from __future__ import annotations
 
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from workspace_commands import assert_generated_tests_fail, break_kernels, opgen
+import shared_build
+from shared_build import SharedProject
+from workspace_commands import assert_generated_tests_fail, opgen
 
 LINEAR_OPS = {
     "linear_gelu": [],
@@ -16,17 +20,11 @@ LINEAR_OPS = {
 }
 
 
-@pytest.fixture(scope="module")
-def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """Both ops in one workspace. linear_gelu builds as `opgen build` decides (its cuBLASLt host
-    code compiles and links where a CUDA toolkit is found, as in CI); lin_relu for the CPU only."""
-    root = tmp_path_factory.mktemp("linear")
-    for name, options in LINEAR_OPS.items():
-        result = opgen("new", name, *options, cwd=root)
-        assert result.returncode == 0, result.stderr
-    for build in (opgen("build", "linear_gelu", cwd=root), opgen("build", "--cpu-only", "lin_relu", cwd=root)):
-        assert build.returncode == 0, build.stdout + build.stderr
-    return root
+@pytest.fixture
+def project(shared_projects: Callable[[str], SharedProject]) -> Path:
+    """linear_gelu builds as `opgen build` decides (its cuBLASLt host code compiles and links where a
+    CUDA toolkit is found, as in CI); lin_relu for the CPU only."""
+    return shared_projects("two").root
 
 
 @pytest.mark.slow
@@ -72,13 +70,14 @@ BROKEN = {
 }
 
 
+shared_build.join(LINEAR_OPS, workspace="two", cuda=["linear_gelu"], broken=BROKEN)
+
+
 @pytest.mark.slow
 def test_broken_stand_ins_fail_their_generated_tests(project: Path) -> None:
-    break_kernels(project, BROKEN)
-    build = opgen("build", "--cpu-only", *BROKEN, cwd=project)
-    assert build.returncode == 0, build.stdout + build.stderr
     # -k: the CPU checks that see these two mistakes, not the whole file again.
-    assert_generated_tests_fail(project, list(BROKEN), "-k", "cpu and (matches_reference or gradcheck)")
+    broken = [shared_build.broken_name(name) for name in BROKEN]
+    assert_generated_tests_fail(project, broken, "-k", "cpu and (matches_reference or gradcheck)")
 
 
 @pytest.mark.parametrize(

@@ -1,16 +1,20 @@
 """layernorm, rmsnorm and their --residual forms (`--recipe`), for real: render, build once (CPU
-kernels; the GPU session builds and tests the CUDA ones), pass the generated tests, and fail them
-once a kernel is edited but not the reference."""
+kernels, in the slow tests' shared workspace, tests/shared_build.py; the GPU session builds and
+tests the CUDA ones), pass the generated tests, and fail them once a kernel is edited but not the
+reference."""
 
 from __future__ import annotations
 
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+import shared_build
 import yaml
-from workspace_commands import assert_generated_tests_fail, break_kernels, opgen
+from shared_build import SharedProject
+from workspace_commands import assert_generated_tests_fail, opgen
 
 from opgen.errors import NoResidualForm, UnknownRecipe
 from opgen.render import new_op
@@ -30,15 +34,9 @@ SELECTION = (
 )
 
 
-@pytest.fixture(scope="module")
-def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    root = tmp_path_factory.mktemp("norms")
-    for name, options in NORMS.items():
-        result = opgen("new", name, *options, cwd=root)
-        assert result.returncode == 0, result.stderr
-    build = opgen("build", "--cpu-only", *NORMS, cwd=root)
-    assert build.returncode == 0, build.stdout + build.stderr
-    return root
+@pytest.fixture
+def project(shared_projects: Callable[[str], SharedProject]) -> Path:
+    return shared_projects("one").root
 
 
 @pytest.mark.slow
@@ -86,12 +84,12 @@ BROKEN = {
 }
 
 
+shared_build.join(NORMS, workspace="one", broken=BROKEN)
+
+
 @pytest.mark.slow
 def test_broken_stand_ins_fail_their_generated_tests(project: Path) -> None:
-    break_kernels(project, BROKEN)
-    build = opgen("build", "--cpu-only", *BROKEN, cwd=project)
-    assert build.returncode == 0, build.stdout + build.stderr
-    assert_generated_tests_fail(project, list(BROKEN), "-k", SELECTION)
+    assert_generated_tests_fail(project, [shared_build.broken_name(name) for name in BROKEN], "-k", SELECTION)
 
 
 def test_recipe_renders_a_known_recipe_under_another_name(tmp_path: Path) -> None:

@@ -1,14 +1,18 @@
-"""`opgen new --signature`, bitonic_sort and matmul, for real: render, build once, pass the generated
-tests, and fail them once a kernel is edited but not the reference."""
+"""`opgen new --signature`, bitonic_sort and matmul, for real: render, build once (in the slow
+tests' shared workspace, tests/shared_build.py), pass the generated tests, and fail them once a
+kernel is edited but not the reference."""
 
 from __future__ import annotations
 
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from workspace_commands import assert_generated_tests_fail, break_kernels, opgen
+import shared_build
+from shared_build import SharedProject
+from workspace_commands import assert_generated_tests_fail, opgen
 
 pytestmark = pytest.mark.slow
 
@@ -28,18 +32,11 @@ SIGNATURES = {
 # CI compiles the CUDA kernels of these (bitonic_sort's own, and the richest placeholder); the others
 # build for the CPU only, to keep the run short: the GPU session builds and tests them all.
 CUDA_OPS = ["sig_rich", "bitonic_sort"]
-CPU_OPS = [name for name in SIGNATURES if name not in CUDA_OPS]
 
 
-@pytest.fixture(scope="module")
-def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    root = tmp_path_factory.mktemp("signatures")
-    for name, options in SIGNATURES.items():
-        result = opgen("new", name, *options, cwd=root)
-        assert result.returncode == 0, result.stderr
-    for build in (opgen("build", *CUDA_OPS, cwd=root), opgen("build", "--cpu-only", *CPU_OPS, cwd=root)):
-        assert build.returncode == 0, build.stdout + build.stderr
-    return root
+@pytest.fixture
+def project(shared_projects: Callable[[str], SharedProject]) -> Path:
+    return shared_projects("two").root
 
 
 def test_each_signature_passes_its_generated_tests_as_generated(project: Path) -> None:
@@ -85,12 +82,8 @@ BROKEN = {
 }
 
 
+shared_build.join(SIGNATURES, workspace="two", cuda=CUDA_OPS, broken=BROKEN)
+
+
 def test_broken_stand_ins_fail_their_generated_tests(project: Path) -> None:
-    break_kernels(project, BROKEN)
-    # Each in its own build mode, so only the edited file recompiles.
-    for build in (
-        opgen("build", *[name for name in BROKEN if name in CUDA_OPS], cwd=project),
-        opgen("build", "--cpu-only", *[name for name in BROKEN if name in CPU_OPS], cwd=project),
-    ):
-        assert build.returncode == 0, build.stdout + build.stderr
-    assert_generated_tests_fail(project, list(BROKEN))
+    assert_generated_tests_fail(project, [shared_build.broken_name(name) for name in BROKEN])

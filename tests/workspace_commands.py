@@ -1,4 +1,4 @@
-"""What the slow tests do to a rendered workspace: run opgen on it, and break its kernels on purpose."""
+"""What the slow tests do to a rendered workspace: run opgen on it, and see broken stand-ins fail."""
 
 from __future__ import annotations
 
@@ -15,17 +15,9 @@ def opgen(*args: str, cwd: Path, env: Mapping[str, str] | None = None) -> subpro
     )
 
 
-# A deliberately broken stand-in: (file in the op's csrc/, the correct text, the wrong text).
+# A deliberately broken stand-in: (file in the op's csrc/, the correct text, the wrong text);
+# tests/shared_build.py makes it.
 BrokenEdit = tuple[str, str, str]
-
-
-def break_kernels(project: Path, broken: Mapping[str, BrokenEdit]) -> None:
-    """Edit each op's kernel as ``broken`` says (its reference stays right); each text must occur once."""
-    for name, (source, correct, wrong) in broken.items():
-        path = project / "generated_ops" / name / "csrc" / source
-        text = path.read_text()
-        assert text.count(correct) == 1, f"{name}: the line to break moved: {correct}"
-        path.write_text(text.replace(correct, wrong))
 
 
 def assert_generated_tests_fail(project: Path, names: Sequence[str], *test_args: str) -> None:

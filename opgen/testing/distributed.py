@@ -101,9 +101,15 @@ def check_ddp_training_step(
         raise RuntimeError(f"the CUDA DDP check needs {WORLD_SIZE} GPUs, found {torch.cuda.device_count()}")
     rendezvous = scratch / "ddp-rendezvous"
     rendezvous.unlink(missing_ok=True)
-    multiprocessing.spawn(
+    # CUDA processes are spawned (CUDA cannot follow a fork). CPU processes fork from a server that
+    # imported torch once (per test process): a fresh interpreter importing torch for each process of
+    # each check costs seconds, and the CPU check runs in every op's suite.
+    if device_type != "cuda":
+        multiprocessing.set_forkserver_preload(["torch", "torch.distributed", "torch.nn.parallel"])
+    multiprocessing.start_processes(
         _training_step,
         args=(device_type, str(rendezvous), op, reference, inputs, params),
         nprocs=WORLD_SIZE,
         join=True,
+        start_method="spawn" if device_type == "cuda" else "forkserver",
     )
