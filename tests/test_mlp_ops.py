@@ -1,15 +1,18 @@
 """`opgen new --kind mlp`, for real: render a 2-layer and an 8-layer network, build once for the
-CPU, pass their generated CPU tests, fail them once a kernel is edited but not the reference; and
-the refusals of bad options."""
+CPU (in the slow tests' shared workspace, tests/shared_build.py), pass their generated CPU tests,
+fail them once a kernel is edited but not the reference; and the refusals of bad options."""
 
 from __future__ import annotations
 
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from workspace_commands import assert_generated_tests_fail, break_kernels, opgen
+import shared_build
+from shared_build import SharedProject
+from workspace_commands import assert_generated_tests_fail, opgen
 
 MLP_OPS = {
     # 2 layers, odd widths like the seeds' (100 in, 10 out), no bias, SiLU (its derivative reads the
@@ -21,16 +24,10 @@ MLP_OPS = {
 }
 
 
-@pytest.fixture(scope="module")
-def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """Both ops in one workspace, built once for the CPU."""
-    root = tmp_path_factory.mktemp("mlp")
-    for name, options in MLP_OPS.items():
-        result = opgen("new", name, *options, cwd=root)
-        assert result.returncode == 0, result.stderr
-    build = opgen("build", "--cpu-only", *MLP_OPS, cwd=root)
-    assert build.returncode == 0, build.stdout + build.stderr
-    return root
+@pytest.fixture
+def project(shared_projects: Callable[[str], SharedProject]) -> Path:
+    """Both ops built for the CPU (the GPU session builds and tests their CUDA kernels)."""
+    return shared_projects("one").root
 
 
 @pytest.mark.slow
@@ -69,16 +66,17 @@ BROKEN = {
         "opgen::mlp::Activation::kNone, opgen::mlp::Activation::kNone",
     ),
     # the backward doubles the incoming gradient
-    "mlp_deep": ("mlp_deep_cpu.cpp", "mlp_deep_op::network(), grad_y, x,", "mlp_deep_op::network(), grad_y.mul(2), x,"),
+    "mlp_deep": ("mlp_deep_cpu.cpp", "_op::network(), grad_y, x,", "_op::network(), grad_y.mul(2), x,"),
 }
+
+
+shared_build.join(MLP_OPS, workspace="one", broken=BROKEN)
 
 
 @pytest.mark.slow
 def test_broken_stand_ins_fail_their_generated_tests(project: Path) -> None:
-    break_kernels(project, BROKEN)
-    build = opgen("build", "--cpu-only", *BROKEN, cwd=project)
-    assert build.returncode == 0, build.stdout + build.stderr
-    assert_generated_tests_fail(project, list(BROKEN), "-k", "cpu and (matches_reference or gradcheck)")
+    broken = [shared_build.broken_name(name) for name in BROKEN]
+    assert_generated_tests_fail(project, broken, "-k", "cpu and (matches_reference or gradcheck)")
 
 
 @pytest.mark.parametrize(
