@@ -345,6 +345,12 @@ def op_library(op: str, workspace: Path = WORKSPACE) -> Path | None:
     return None
 
 
+def op_build_folder(op: str, workspace: Path = WORKSPACE) -> Path:
+    """Where setup.py puts the op's objects and ninja file: a folder of the op's own, so ops can
+    build side by side and ninja finds what it compiled last, whichever way the op was built."""
+    return workspace / "build" / "ops" / op
+
+
 def op_jit_folder(op: str, workspace: Path = WORKSPACE) -> Path:
     """Where ``opgen dev`` (opgen's JIT build) builds the op: one folder below per configuration."""
     return workspace / "build" / "jit" / op

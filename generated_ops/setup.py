@@ -142,7 +142,7 @@ def isolating_build_extension(settings) -> type:
                 self.compiler.compile, self.compiler.link_shared_object = cuda_first, announce_link
                 # Each op's objects and ninja file in a folder of its own (the one `opgen build`
                 # names when it builds ops side by side), so ninja recompiles only what changed.
-                self.build_temp = str(WORKSPACE / "build" / "ops" / op)
+                self.build_temp = str(build_config.op_build_folder(op))
                 try:
                     super().build_extension(ext)
                     status = "built"

@@ -487,15 +487,6 @@ def build_lanes(ops: int, jobs: int) -> int:
     return max(1, min(ops, jobs))
 
 
-def op_build_temp(workspace: Workspace, op: str) -> Path:
-    """Where setup.py keeps one op's objects and ninja file when ops build side by side.
-
-    The workspace's setup.py uses the same folder (one per op), so ninja finds its previous
-    objects whichever way the op was built last.
-    """
-    return workspace.path / "build" / "ops" / op
-
-
 @dataclass
 class _SetupRun:
     ops: list[str]
@@ -602,10 +593,12 @@ def build_ops(
         runs = [run(to_build, env)]
     else:
         # One setup.py per op, `lanes` at a time, the compile jobs shared among them: an op has
-        # only a few translation units, so one op at a time leaves most cores idle.
+        # only a few translation units, so one op at a time leaves most cores idle. The build
+        # folder is named here too, for a workspace whose setup.py predates op_build_folder (opgen's
+        # own rules: an older workspace's copy lacks it).
         lane_env = {**env, "MAX_JOBS": str(max(1, report.jobs // lanes))}
         with concurrent.futures.ThreadPoolExecutor(lanes) as pool:
-            runs = list(pool.map(lambda op: run([op], lane_env, build_temp=op_build_temp(workspace, op)), to_build))
+            runs = list(pool.map(lambda op: run([op], lane_env, build_temp=opgen_rules().op_build_folder(op, workspace.path)), to_build))
     log = "".join(one.log for one in runs)
     returncode = max(one.returncode for one in runs)
     readers = [one.reader for one in runs]

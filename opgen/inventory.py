@@ -18,7 +18,7 @@ from typing import Any
 from opgen.build import build_setup
 from opgen.errors import OpgenError
 from opgen.recipes import recipe_named
-from opgen.rules import BuildRules, BuildSettings, rules_for
+from opgen.rules import BuildRules, BuildSettings, opgen_rules, rules_for
 from opgen.workspace import Workspace, read_answers
 
 # What changed_since_build names besides files: the settings a build would use now (torch, the
@@ -244,6 +244,7 @@ def build_products(workspace: Workspace, op: str) -> list[Path]:
         return []
     candidates = [
         *build.glob(f"temp.*/{op}"),  # objects
+        opgen_rules().op_build_folder(op, workspace.path),  # objects, where ops build side by side
         *build.glob(f"lib.*/{workspace.package}/{op}"),  # the library before its copy into the op folder
         rules_for(workspace.path).stamp_path(op, workspace.path),  # setup.py's record of the op's build configuration
         rules_for(workspace.path).op_jit_folder(op, workspace.path),  # `opgen dev` builds

@@ -3,7 +3,8 @@
 // for narrow layers the weights fit in shared memory and a warp's rows stay on chip through every
 // layer, so the network costs about one read of x and one write of y.
 //
-//   * Each block stages every layer's weights once into swizzled shared tiles (opgen/tensor_core.cuh)
+//   * Each block stages every layer's weights once into swizzled shared tiles
+//   (opgen/tensor_core.cuh)
 //     and then walks rows, 16 per warp at a time (a persistent grid). Where all the weights do not
 //     fit (wide, deep float32 networks) a block stages one layer at a time instead, per block of
 //     rows, and the warps step through the layers together.
@@ -224,7 +225,8 @@ __device__ __forceinline__ void load_rows(Rows<kMaxPadded>& h, const T* src, int
     for (int i = 0; i < 4; ++i) {
       const tc::FragmentCoord at = tc::accumulator_coord(lane, i);
       const int col = t * 8 + at.col;
-      h.v[t][i] = (col < cols && at.row < valid) ? static_cast<float>(staging[at.row * cols + col]) : 0.f;
+      h.v[t][i] =
+          (col < cols && at.row < valid) ? static_cast<float>(staging[at.row * cols + col]) : 0.f;
     }
   }
   __syncwarp();
@@ -272,7 +274,7 @@ struct Params {
   T* y;
   T* saved;  // null when the forward keeps nothing
   int64_t saved_stride;
-  int64_t output_column[9];        // a_l's first column in saved (l = 1 .. L-1)
+  int64_t output_column[9];         // a_l's first column in saved (l = 1 .. L-1)
   int64_t preactivation_column[9];  // z_l's (l = 1 .. L, where kept)
   int64_t rows;
   // backward only
@@ -291,7 +293,9 @@ constexpr int kRowsPerWarp = 16;
 // (float, padded), and each warp's staging buffer (16 rows of the widest layer).
 template <typename T, class Net>
 struct Layout {
-  __host__ __device__ static constexpr int tile_elements(int l) { return padded(Net::width(l + 1)) * padded(Net::width(l)); }
+  __host__ __device__ static constexpr int tile_elements(int l) {
+    return padded(Net::width(l + 1)) * padded(Net::width(l));
+  }
   __host__ __device__ static constexpr int64_t weight_offset(int l) {  // in elements, resident
     int64_t offset = 0;
     for (int i = 0; i < l; ++i) offset += tile_elements(i);
@@ -303,8 +307,11 @@ struct Layout {
     for (int i = 0; i < Net::kLayers; ++i) m = tile_elements(i) > m ? tile_elements(i) : m;
     return m;
   }
-  __host__ __device__ static constexpr int64_t bias_bytes() { return int64_t(Net::kLayers) * Net::max_padded() * 4; }
-  __host__ __device__ static constexpr int64_t staging_elements() {  // per warp, rounded to 16 bytes
+  __host__ __device__ static constexpr int64_t bias_bytes() {
+    return int64_t(Net::kLayers) * Net::max_padded() * 4;
+  }
+  __host__ __device__ static constexpr int64_t
+  staging_elements() {  // per warp, rounded to 16 bytes
     const int64_t elements = int64_t(kRowsPerWarp) * Net::max_width();
     const int64_t vec = 16 / sizeof(T);
     return (elements + vec - 1) / vec * vec;
@@ -345,7 +352,8 @@ __device__ void stage_weights(T* tile, const T* weight) {
 template <typename T, class Net>
 __device__ __forceinline__ float* bias_area(unsigned char* shared, bool resident) {
   using L = Layout<T, Net>;
-  return reinterpret_cast<float*>(shared + (resident ? L::all_weights() : L::widest_tile()) * sizeof(T));
+  return reinterpret_cast<float*>(shared +
+                                  (resident ? L::all_weights() : L::widest_tile()) * sizeof(T));
 }
 
 // The forward: x (rows, widths[0]) -> y (rows, widths[L]), keeping `saved` when it is set.
@@ -376,11 +384,13 @@ __global__ void __launch_bounds__(kThreads) forward_kernel(const Params<T> p) {
   for (int64_t block_row0 = int64_t(blockIdx.x) * kBlockRows; block_row0 < p.rows;
        block_row0 += int64_t(gridDim.x) * kBlockRows) {
     const int64_t row0 = block_row0 + int64_t(warp) * kRowsPerWarp;
-    const int valid = row0 < p.rows ? static_cast<int>(min(int64_t(kRowsPerWarp), p.rows - row0)) : 0;
+    const int valid =
+        row0 < p.rows ? static_cast<int>(min(int64_t(kRowsPerWarp), p.rows - row0)) : 0;
     Rows<kMaxPadded> h;
     tc::Accumulator acc[kMaxPadded / 8];
     if (valid > 0) {
-      load_rows<T, padded(Net::width(0))>(h, p.x, row0, valid, Net::width(0), Net::width(0), staging, lane);
+      load_rows<T, padded(Net::width(0))>(h, p.x, row0, valid, Net::width(0), Net::width(0),
+                                          staging, lane);
     }
     static_for<0, Net::kLayers>([&](auto layer) {
       constexpr int l = decltype(layer)::value;
@@ -457,7 +467,8 @@ __global__ void __launch_bounds__(kThreads) backward_kernel(const Params<T> p) {
   for (int64_t block_row0 = int64_t(blockIdx.x) * kBlockRows; block_row0 < p.rows;
        block_row0 += int64_t(gridDim.x) * kBlockRows) {
     const int64_t row0 = block_row0 + int64_t(warp) * kRowsPerWarp;
-    const int valid = row0 < p.rows ? static_cast<int>(min(int64_t(kRowsPerWarp), p.rows - row0)) : 0;
+    const int valid =
+        row0 < p.rows ? static_cast<int>(min(int64_t(kRowsPerWarp), p.rows - row0)) : 0;
     Rows<kMaxPadded> g;
     tc::Accumulator acc[kMaxPadded / 8];
     if (valid > 0) {
@@ -499,7 +510,8 @@ __global__ void __launch_bounds__(kThreads) backward_kernel(const Params<T> p) {
         if constexpr (kHidden != Activation::kNone) {
           const int64_t column =
               reads_preactivation(kHidden) ? p.preactivation_column[l] : p.output_column[l];
-          load_rows<T, kIn>(s, p.saved + column, row0, valid, Net::width(l), p.saved_stride, staging, lane);
+          load_rows<T, kIn>(s, p.saved + column, row0, valid, Net::width(l), p.saved_stride,
+                            staging, lane);
         }
 #pragma unroll
         for (int t = 0; t < kIn / 8; ++t) {
@@ -557,8 +569,9 @@ inline bool weights_resident() {
 // A launch's parameters from the op's tensors (x, weights, biases, y contiguous; saved
 // (rows, saved_columns) or empty).
 template <typename T>
-Params<T> make_params(const Network& net, const at::Tensor& x, const std::vector<at::Tensor>& weights,
-                      const std::vector<at::Tensor>& biases, const at::Tensor& y, const at::Tensor& saved) {
+Params<T> make_params(const Network& net, const at::Tensor& x,
+                      const std::vector<at::Tensor>& weights, const std::vector<at::Tensor>& biases,
+                      const at::Tensor& y, const at::Tensor& saved) {
   Params<T> p{};
   p.x = x.const_data_ptr<T>();
   for (int l = 0; l < net.layers(); ++l) {
@@ -580,9 +593,11 @@ Params<T> make_params(const Network& net, const at::Tensor& x, const std::vector
 template <typename T, class Net, Activation kHidden, Activation kOut, bool kBias>
 void forward(const Params<T>& p, cudaStream_t stream) {
   if (weights_resident<T, Net>()) {
-    launch(forward_kernel<T, Net, kHidden, kOut, kBias, true>, p, Layout<T, Net>::bytes(true), stream);
+    launch(forward_kernel<T, Net, kHidden, kOut, kBias, true>, p, Layout<T, Net>::bytes(true),
+           stream);
   } else {
-    launch(forward_kernel<T, Net, kHidden, kOut, kBias, false>, p, Layout<T, Net>::bytes(false), stream);
+    launch(forward_kernel<T, Net, kHidden, kOut, kBias, false>, p, Layout<T, Net>::bytes(false),
+           stream);
   }
 }
 

@@ -71,8 +71,12 @@ struct Network {
   }
 };
 
-inline std::string weight_name(int layer) { return "w" + std::to_string(layer); }
-inline std::string bias_name(int layer) { return "b" + std::to_string(layer); }
+inline std::string weight_name(int layer) {
+  return "w" + std::to_string(layer);
+}
+inline std::string bias_name(int layer) {
+  return "b" + std::to_string(layer);
+}
 
 // x (..., widths[0]); weights[l] (widths[l+1], widths[l]) as nn.Linear stores them; biases[l]
 // (widths[l+1]) or none; one dtype, one device.
@@ -172,7 +176,8 @@ inline at::Tensor activation_backward(Activation activation, const at::Tensor& g
 }
 
 // The forward by ATen, layer by layer in x's dtype (ATen's GEMMs honour allow_tf32 on CUDA):
-// x2 (rows, widths[0]) into y2 (rows, widths[L]); `saved` (rows, saved_columns) filled when defined.
+// x2 (rows, widths[0]) into y2 (rows, widths[L]); `saved` (rows, saved_columns) filled when
+// defined.
 inline void forward_aten(const Network& net, const at::Tensor& x2,
                          const std::vector<at::Tensor>& weights,
                          const std::vector<at::Tensor>& biases, at::Tensor& y2,

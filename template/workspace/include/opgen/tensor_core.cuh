@@ -4,7 +4,8 @@
 //
 // The layer order of a kernel built from them:
 //   global --cp_async_16--> swizzled shared tile --ldmatrix--> fragments --mma--> accumulators
-// and the accumulators are written out through accumulator_coord (which thread holds which element).
+// and the accumulators are written out through accumulator_coord (which thread holds which
+// element).
 //
 // Every PTX instruction here needs sm_80 (mma.sync with bf16/tf32, cp.async). Compiled for an older
 // architecture the device functions trap, so a host side must check the device's compute capability
@@ -23,13 +24,16 @@ namespace tc {
 #endif
 
 // Compute capability 8.0 or newer: mma.sync for bf16/f16/tf32, ldmatrix and cp.async exist.
-inline bool has_tensor_cores(const cudaDeviceProp& props) { return props.major >= 8; }
+inline bool has_tensor_cores(const cudaDeviceProp& props) {
+  return props.major >= 8;
+}
 
 // The same for a device by index (a driver attribute query: microseconds, so callers on a hot
 // path remember the answer).
 inline bool device_has_tensor_cores(int device) {
   int major = 0;
-  return cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) == cudaSuccess && major >= 8;
+  return cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) == cudaSuccess &&
+         major >= 8;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -153,8 +157,8 @@ __device__ __forceinline__ void cp_async_16(uint32_t shared_dst, const void* glo
   __trap();
 #else
   const int src_bytes = valid ? 16 : 0;
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(shared_dst),
-               "l"(global_src), "r"(src_bytes));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(shared_dst), "l"(global_src),
+               "r"(src_bytes));
 #endif
 }
 
@@ -165,8 +169,8 @@ __device__ __forceinline__ void cp_async_4(uint32_t shared_dst, const void* glob
   __trap();
 #else
   const int src_bytes = valid ? 4 : 0;
-  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(shared_dst),
-               "l"(global_src), "r"(src_bytes));
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(shared_dst), "l"(global_src),
+               "r"(src_bytes));
 #endif
 }
 
@@ -260,7 +264,8 @@ __device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&reg)[4], uint32_t s
 }
 
 // The (row, col) of the stored tile whose address lane `lane` passes to ldmatrix, for a 16x16
-// (16-bit) A operand: kKMajor false = A stored row-major [m][k] (x4), true = stored [k][m] (x4.trans).
+// (16-bit) A operand: kKMajor false = A stored row-major [m][k] (x4), true = stored [k][m]
+// (x4.trans).
 template <bool kKMajor>
 __device__ __forceinline__ FragmentCoord ldmatrix_a_offset(int lane) {
   if constexpr (kKMajor) {
@@ -289,8 +294,8 @@ __device__ __forceinline__ void load_a16(FragmentA& frag, const void* tile_base,
                                          int lane) {
   const FragmentCoord at = ldmatrix_a_offset<kKMajor>(lane);
   const auto* base = static_cast<const char*>(tile_base);
-  const uint32_t src = shared_address(
-      base + Tile::offset(row0 + at.row, col0 + at.col) * sizeof(typename Tile::Element));
+  const uint32_t src = shared_address(base + Tile::offset(row0 + at.row, col0 + at.col) *
+                                                 sizeof(typename Tile::Element));
   ldmatrix<4, kKMajor>(frag.reg, src);
 }
 
@@ -301,16 +306,17 @@ __device__ __forceinline__ void load_b16(FragmentB& frag, const void* tile_base,
                                          int lane) {
   const FragmentCoord at = ldmatrix_b_offset<kKMajor>(lane);
   const auto* base = static_cast<const char*>(tile_base);
-  const uint32_t src = shared_address(
-      base + Tile::offset(row0 + at.row, col0 + at.col) * sizeof(typename Tile::Element));
+  const uint32_t src = shared_address(base + Tile::offset(row0 + at.row, col0 + at.col) *
+                                                 sizeof(typename Tile::Element));
   ldmatrix<2, kKMajor>(frag.reg, src);
 }
 
 // Two neighbouring 16x8 B-operand fragments (n columns n0..n0+7 and n0+8..n0+15) with one
 // ldmatrix.x4: matrices (k 0-7, n 0-7), (k 8-15, n 0-7), (k 0-7, n 8-15), (k 8-15, n 8-15), so
 // registers 0-1 are the first fragment and 2-3 the second. Half the instructions of two load_b16.
-//   B k-major ([k][n], x4.trans): lane l points at k row (l % 8) + 8 * ((l / 8) % 2), n col 8 * (l / 16)
-//   B n-major ([n][k], x4):       lane l points at n row (l % 8) + 8 * (l / 16), k col 8 * ((l / 8) % 2)
+//   B k-major ([k][n], x4.trans): lane l points at k row (l % 8) + 8 * ((l / 8) % 2), n col 8 * (l
+//   / 16) B n-major ([n][k], x4):       lane l points at n row (l % 8) + 8 * (l / 16), k col 8 *
+//   ((l / 8) % 2)
 template <bool kKMajor>
 __device__ __forceinline__ FragmentCoord ldmatrix_b_pair_offset(int lane) {
   if constexpr (kKMajor) {
@@ -321,12 +327,12 @@ __device__ __forceinline__ FragmentCoord ldmatrix_b_pair_offset(int lane) {
 }
 
 template <typename Tile, bool kKMajor>
-__device__ __forceinline__ void load_b16_pair(FragmentB& first, FragmentB& second, const void* tile_base, int row0,
-                                              int col0, int lane) {
+__device__ __forceinline__ void load_b16_pair(FragmentB& first, FragmentB& second,
+                                              const void* tile_base, int row0, int col0, int lane) {
   const FragmentCoord at = ldmatrix_b_pair_offset<kKMajor>(lane);
   const auto* base = static_cast<const char*>(tile_base);
-  const uint32_t src = shared_address(
-      base + Tile::offset(row0 + at.row, col0 + at.col) * sizeof(typename Tile::Element));
+  const uint32_t src = shared_address(base + Tile::offset(row0 + at.row, col0 + at.col) *
+                                                 sizeof(typename Tile::Element));
   uint32_t reg[4];
   ldmatrix<4, kKMajor>(reg, src);
   first.reg[0] = reg[0];
@@ -339,7 +345,8 @@ __device__ __forceinline__ void load_b16_pair(FragmentB& first, FragmentB& secon
 // Conversions.
 // ---------------------------------------------------------------------------------------------
 
-// A float rounded to tf32 (10-bit mantissa, round to nearest, ties away), as the tensor core reads it.
+// A float rounded to tf32 (10-bit mantissa, round to nearest, ties away), as the tensor core reads
+// it.
 __device__ __forceinline__ uint32_t to_tf32(float x) {
 #ifdef OPGEN_TC_UNSUPPORTED
   __trap();
@@ -365,7 +372,8 @@ __device__ __forceinline__ void load_a_tf32(FragmentA& frag, const float* tile_b
       frag.reg[r] = to_tf32(tile_base[Tile::offset(row0 + at.col, col0 + at.row)]);
     }
   } else {
-    const uint32_t src = shared_address(tile_base + Tile::offset(row0 + lane % 16, col0 + 4 * (lane / 16)));
+    const uint32_t src =
+        shared_address(tile_base + Tile::offset(row0 + lane % 16, col0 + 4 * (lane / 16)));
     ldmatrix<4, false>(frag.reg, src);
 #pragma unroll
     for (int r = 0; r < 4; ++r) frag.reg[r] = to_tf32(__uint_as_float(frag.reg[r]));
