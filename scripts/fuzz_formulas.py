@@ -174,13 +174,18 @@ def main() -> int:
     parser.add_argument("--cpu-only", action="store_true")
     parser.add_argument("--logs", type=Path, help="a folder for each op's test log")
     parser.add_argument("--list", action="store_true", help="print the formulas and their commands, then stop")
-    parser.add_argument("--steps", default="render,build,test", help="which of render, build, test to run")
+    parser.add_argument("--steps", default="render,build,test",
+                        help="which of render, build, test, large to run (large: the tests of 2^31 elements, "
+                             "one op at a time in one process, since each needs most of the GPU's memory)")
+    parser.add_argument("--slice", default=":", help="START:STOP, the part of the formulas to run (a chunk of a list)")
     args = parser.parse_args()
     steps = set(args.steps.split(","))
     if args.from_list:
         chosen = read_list(args.from_list)
     else:
         chosen = [(f"fuzz{index:03d}", case) for index, case in enumerate(sample(args.count, args.seed))]
+    start_text, _, stop_text = args.slice.partition(":")
+    chosen = chosen[int(start_text) if start_text else None : int(stop_text) if stop_text else None]
     for name, case in chosen:
         print(name, case.formula, " ".join(f"{p.name}={p.default}" for p in case.params), flush=True)
     if args.list:
@@ -206,6 +211,10 @@ def main() -> int:
         tests = [(name, ["opgen", "test", name, *workspace, *selection]) for name in names]
         failed += run_all(tests, args.parallel, args.logs)
         print(f"tests: {time.perf_counter() - start:.0f} s", flush=True)
+    if "large" in steps:
+        large = ["opgen", "test", *names, *workspace, "-k", "2_31"]
+        failed += run_all([("large", large)], 1, args.logs)
+        print(f"large tests: {time.perf_counter() - start:.0f} s", flush=True)
     print(f"{len(names) - len(failed)} of {len(names)} fuzzed formulas pass", *failed, sep="\n  ", flush=True)
     return 1 if failed else 0
 
