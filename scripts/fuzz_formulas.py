@@ -177,15 +177,18 @@ def main() -> int:
     parser.add_argument("--steps", default="render,build,test",
                         help="which of render, build, test, large to run (large: the tests of 2^31 elements, "
                              "one op at a time in one process, since each needs most of the GPU's memory)")
-    parser.add_argument("--slice", default=":", help="START:STOP, the part of the formulas to run (a chunk of a list)")
+    parser.add_argument("--slice", default=":", help="START:STOP[,START:STOP...], the parts of the formulas to run (chunks of a list)")
     args = parser.parse_args()
     steps = set(args.steps.split(","))
     if args.from_list:
         chosen = read_list(args.from_list)
     else:
         chosen = [(f"fuzz{index:03d}", case) for index, case in enumerate(sample(args.count, args.seed))]
-    start_text, _, stop_text = args.slice.partition(":")
-    chosen = chosen[int(start_text) if start_text else None : int(stop_text) if stop_text else None]
+    parts = []
+    for part in args.slice.split(","):
+        start_text, _, stop_text = part.partition(":")
+        parts += chosen[int(start_text) if start_text else None : int(stop_text) if stop_text else None]
+    chosen = parts
     for name, case in chosen:
         print(name, case.formula, " ".join(f"{p.name}={p.default}" for p in case.params), flush=True)
     if args.list:

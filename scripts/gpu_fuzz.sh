@@ -15,6 +15,14 @@ if ! python3 -c "import copier" 2>/dev/null; then
 fi
 python3 -m pip install -q --no-deps --no-build-isolation -e "$repo" >/dev/null 2>&1
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee -a "$OUT/machine.log"
+# Many test processes share the one GPU: under MPS their kernels run side by side instead of the
+# GPU switching between their contexts at every synchronisation (MPS=0 leaves it off).
+if [ "${MPS:-1}" = 1 ] && command -v nvidia-cuda-mps-control >/dev/null; then
+  export CUDA_MPS_PIPE_DIRECTORY=/tmp/mps-pipe CUDA_MPS_LOG_DIRECTORY=/tmp/mps-log
+  mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
+  nvidia-cuda-mps-control -d 2>/dev/null && echo "MPS daemon started" | tee -a "$OUT/machine.log"
+fi
+export TORCHINDUCTOR_COMPILE_THREADS=${TORCHINDUCTOR_COMPILE_THREADS:-1}  # one compile worker per test process
 mkdir -p /tmp/fuzz && cd /tmp/fuzz
 timeout "${FUZZ_TIMEOUT:-560}" python3 "$repo/scripts/fuzz_formulas.py" --from-list "$list" --slice "$part" \
   --steps "$steps" --workspace /tmp/fuzz/generated_ops -j 16 --parallel "${PARALLEL:-12}" -k "$selection" --logs "$OUT/logs" 2>&1 | tee -a "$OUT/fuzz.log" | tail -40
@@ -23,4 +31,5 @@ if [ -d "$OUT/logs" ]; then
   grep -h -E "^=+ .*(passed|failed).* =+$" "$OUT"/logs/*.log | sort | uniq -c | sort -rn > "$OUT/counts.log"
   tar czf "$OUT/logs.tar.gz" -C "$OUT" logs && rm -rf "$OUT/logs"
 fi
+[ -n "${CUDA_MPS_PIPE_DIRECTORY:-}" ] && echo quit | nvidia-cuda-mps-control
 exit "$status"

@@ -45,3 +45,38 @@ def test_what_generated_tests_import_loads_no_build_machinery() -> None:
     result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "[]"
+
+
+# -- gradients of formulas that use an input only in a condition (found by the H200 fuzz run) --------
+def _where_only(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    return torch.where(y > 0, x, x.new_tensor(1.5))  # y decides, it is never differentiated
+
+
+def _constant_pieces(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    return torch.where(x > y, x.new_tensor(1.0), x.new_tensor(2.0))  # no input is differentiated
+
+
+def _suite(reference):  # type: ignore[no-untyped-def]
+    from opgen.testing.tensor_op_suite import TensorOpSuite
+
+    return type("Suite", (TensorOpSuite,), {"name": "suite", "inputs": ("x", "y"), "reference": reference})()
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_an_input_used_only_in_a_condition_has_a_zero_gradient(dtype: torch.dtype) -> None:
+    suite = _suite(_where_only)
+    x, y = random_tensor((3, 70), dtype, "cpu"), random_tensor((3, 70), dtype, "cpu")
+    grad_output = random_tensor((3, 70), dtype, "cpu")
+    right = [torch.where(y > 0, grad_output, 0), torch.zeros_like(y)]
+    suite.assert_gradients_close(right, [x, y], _where_only(x, y), grad_output, {})
+    with pytest.raises(AssertionError, match="gradient of 'y'"):
+        suite.assert_gradients_close([right[0], grad_output], [x, y], _where_only(x, y), grad_output, {})
+
+
+def test_a_formula_differentiable_in_no_input_has_zero_gradients() -> None:
+    suite = _suite(_constant_pieces)
+    x, y = random_tensor((50,), torch.float64, "cpu"), random_tensor((50,), torch.float64, "cpu")
+    grads = suite.reference_gradients([x.requires_grad_(), y.requires_grad_()], torch.ones(50, dtype=torch.float64), {})
+    assert all(torch.equal(g, torch.zeros(50, dtype=torch.float64)) for g in grads)
+    with pytest.raises(AssertionError, match="gradient of 'x'"):
+        suite.assert_gradients_close([x.detach(), torch.zeros_like(y)], [x, y], x, torch.ones_like(x), {})
