@@ -23,6 +23,8 @@ from opgen.formula import Formula, Param, formula_answers, parse_formula, parse_
 from opgen.render import new_op
 from opgen.workspace import Workspace
 
+ROOT = Path(__file__).resolve().parent.parent
+
 JINJA_RESIDUE = re.compile(r"\{\{|\{%|\{#|%\}|#\}")
 
 # The seeds' ops: name -> (formula, params, the same function written by hand in torch).
@@ -442,6 +444,28 @@ def test_fuzz_conditions_sympy_folds_into_if_then_else_print() -> None:
     # Found by the fuzzer: a where() inside a comparison becomes sympy's ITE, which no printer knew.
     code = render_formula(parse_formula("(z + (max((y + x), where(x != z, z, y)) / ((z**3 + z**2)**2 + 1)))"))
     assert "?" in code["formula_backward_cpp"] and "torch.where" in code["formula_gradients_py"]
+
+
+def test_fuzz_sech2_and_sigmoid_grad_keep_their_digits_where_they_are_tiny(tmp_path: Path) -> None:
+    # Found by the H200 fuzz run (fuzz126, (expm1(3*tanh(x)))**3): for 16-bit inputs the kernels
+    # computed sech^2 as 1 - tanh^2, which cancels to nothing once |x| passes 4 or so; the formula
+    # scaled it by 66,000 and the half/bfloat16 gradient came out 0 instead of 0.02. The math
+    # header alone, compiled for the CPU (std functions in place of the GPU's approximations).
+    program = tmp_path / "derivatives.cpp"
+    program.write_text(
+        "#include <cstdio>\n#include \"opgen/formula_math.h\"\n"
+        "int main() { for (float v = -30.f; v <= 30.f; v += 0.75f) std::printf(\"%.9g %.9g %.9g %.9g %.9g\\n\", v,"
+        " opgen::formula::sech2<true>(v), opgen::formula::sech2<false>(v),"
+        " opgen::formula::sigmoid_grad<true>(v), opgen::formula::sigmoid_grad<false>(v)); }\n"
+    )
+    include = [f"-I{ROOT / 'template' / 'workspace' / 'include'}", f"-I{Path(torch.__file__).parent / 'include'}"]
+    subprocess.run(["c++", "-std=c++17", "-O1", *include, str(program), "-o", str(tmp_path / "run")], check=True)
+    rows = subprocess.run([str(tmp_path / "run")], capture_output=True, text=True, check=True).stdout.split("\n")
+    for row in filter(None, rows):
+        v, sech2_fast, sech2_exact, sigmoid_grad_fast, sigmoid_grad_exact = map(float, row.split())
+        sech2, sigmoid_grad = 1 / math.cosh(v) ** 2, math.exp(-abs(v)) / (1 + math.exp(-abs(v))) ** 2
+        for got, want in ((sech2_fast, sech2), (sech2_exact, sech2), (sigmoid_grad_fast, sigmoid_grad), (sigmoid_grad_exact, sigmoid_grad)):
+            assert got == pytest.approx(want, rel=1e-5), f"at {v}: {got} != {want}"
 
 
 def test_fuzz_derivatives_with_pieces_skip_sympys_simplify(monkeypatch: pytest.MonkeyPatch) -> None:
