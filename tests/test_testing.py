@@ -80,3 +80,31 @@ def test_a_formula_differentiable_in_no_input_has_zero_gradients() -> None:
     assert all(torch.equal(g, torch.zeros(50, dtype=torch.float64)) for g in grads)
     with pytest.raises(AssertionError, match="gradient of 'x'"):
         suite.assert_gradients_close([x.detach(), torch.zeros_like(y)], [x, y], x, torch.ones_like(x), {})
+
+
+# -- a finite value beyond the dtype's range (found by the H200 fuzz run: fuzz194) ----------------------
+def _beyond_range(y: torch.Tensor) -> torch.Tensor:
+    return torch.sin(torch.erfc(torch.sigmoid(y))) - y**2 / (torch.log1p(y.abs() ** 2) ** 2 + 1)
+
+
+def _in_float32(y: torch.Tensor) -> torch.Tensor:  # what the kernels do: compute in float32
+    return _beyond_range(y.float()).to(y.dtype)
+
+
+def _zero_where_beyond(y: torch.Tensor) -> torch.Tensor:  # wrong: neither -inf nor float32's NaN there
+    out = _in_float32(y)
+    return torch.where(torch.isnan(out) & torch.isfinite(y), torch.zeros_like(out), out)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_a_value_beyond_the_dtypes_range_may_be_pytorchs_own_result(dtype: torch.dtype) -> None:
+    from opgen.testing.tensor_op_suite import TensorOpSuite
+
+    def suite(op):  # type: ignore[no-untyped-def]
+        return type("Suite", (TensorOpSuite,), {"name": "suite", "inputs": ("y",), "reference": _beyond_range, "op": op})()
+
+    # At the dtype's largest values the float64 reference is -3.7e72 (-inf in the dtype); in float32
+    # y^2 / (...) is inf / inf = NaN, as PyTorch's own float32 gives.
+    suite(_in_float32).test_nan_and_infinities_propagate_as_in_the_reference("cpu", dtype)
+    with pytest.raises(AssertionError, match="beyond the dtype's range"):
+        suite(_zero_where_beyond).test_nan_and_infinities_propagate_as_in_the_reference("cpu", dtype)
