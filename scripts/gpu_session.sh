@@ -106,8 +106,10 @@ if has_mode bench; then
   # In the order named; BENCH_BUDGET_S (seconds since the script began) stops starting new ops,
   # and the tarball is rewritten after each op, so a run cut off at its limit still returns
   # every op it finished.
-  for op in "${ops[@]}"; do
-    case $op in my_op|row_op|sig_*|lin_*) continue ;; esac
+  # BENCH_OPS: the ops to bench (default: all named but the skeletons and lin_* variants).
+  read -r -a benched <<< "${BENCH_OPS:-${ops[*]}}"
+  for op in "${benched[@]}"; do
+    [ -z "${BENCH_OPS:-}" ] && case $op in my_op|row_op|sig_*|lin_*) continue ;; esac
     if [ -n "${BENCH_BUDGET_S:-}" ] && [ "$SECONDS" -ge "$BENCH_BUDGET_S" ]; then
       echo "== bench $op: not run (${SECONDS}s past the budget of ${BENCH_BUDGET_S}s)" | tee -a "$OUT/bench.log"
       continue

@@ -41,6 +41,7 @@
 #include <type_traits>
 #include <utility>
 
+#include "opgen/activations.cuh"
 #include "opgen/mlp.h"
 #include "opgen/tensor_core.cuh"
 
@@ -76,44 +77,25 @@ struct Widths {
   static_assert(sizeof...(kW) >= 3 && sizeof...(kW) <= 9, "an MLP has 2 to 8 layers");
 };
 
+// The activation's math (opgen/activations.cuh) for this network's Activation.
+template <Activation kAct>
+using ActivationMath = std::conditional_t<
+    kAct == Activation::kRelu, activations::Relu,
+    std::conditional_t<
+        kAct == Activation::kGelu, activations::Gelu,
+        std::conditional_t<kAct == Activation::kGeluTanh, activations::GeluTanh,
+                           std::conditional_t<kAct == Activation::kSilu, activations::Silu,
+                                              activations::Identity>>>>;
+
 template <Activation kAct>
 __device__ __forceinline__ float activate(float z) {
-  if constexpr (kAct == Activation::kRelu) {
-    return fmaxf(z, 0.f);
-  } else if constexpr (kAct == Activation::kGelu) {
-    return 0.5f * z * (1.f + erff(z * 0.70710678118654752f));
-  } else if constexpr (kAct == Activation::kGeluTanh) {
-    const float inner = 0.7978845608028654f * (z + 0.044715f * z * z * z);
-    return 0.5f * z * (1.f + tanhf(inner));
-  } else if constexpr (kAct == Activation::kSilu) {
-    return z / (1.f + __expf(-z));
-  } else {
-    return z;
-  }
+  return ActivationMath<kAct>::forward(z);
 }
 
 // d act / dz, from z (GELU, SiLU) or from the output a (ReLU: a > 0 where it passes).
 template <Activation kAct>
 __device__ __forceinline__ float derivative(float z_or_a) {
-  if constexpr (kAct == Activation::kRelu) {
-    return z_or_a > 0.f ? 1.f : 0.f;
-  } else if constexpr (kAct == Activation::kGelu) {
-    const float z = z_or_a;
-    const float cdf = 0.5f * (1.f + erff(z * 0.70710678118654752f));
-    const float pdf = 0.3989422804014327f * __expf(-0.5f * z * z);
-    return cdf + z * pdf;
-  } else if constexpr (kAct == Activation::kGeluTanh) {
-    const float z = z_or_a;
-    const float k = 0.7978845608028654f;
-    const float inner = k * (z + 0.044715f * z * z * z);
-    const float t = tanhf(inner);
-    return 0.5f * (1.f + t) + 0.5f * z * (1.f - t * t) * k * (1.f + 3.f * 0.044715f * z * z);
-  } else if constexpr (kAct == Activation::kSilu) {
-    const float s = 1.f / (1.f + __expf(-z_or_a));
-    return s * (1.f + z_or_a * (1.f - s));
-  } else {
-    return 1.f;
-  }
+  return ActivationMath<kAct>::derivative(z_or_a);
 }
 
 // Two floats as one register of two 16-bit values (the lower column in the low half).

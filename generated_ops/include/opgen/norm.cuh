@@ -10,8 +10,8 @@
 // (weight, bias), the forward writes per-row statistics (mean, rstd) for the backward, and the
 // backward sums dy * xhat and dy over every row into per-column gradients. Those sums are taken
 // without float atomics: each block (or cluster) accumulates its rows in float registers and
-// writes one partial row, and a second small kernel adds the partial rows in a fixed order. Same
-// inputs, same bits.
+// writes one partial row, and a second small kernel (reduce.cuh's sum_partials) adds the partial
+// rows in a fixed order. Same inputs, same bits.
 //
 // Paths by row length, as in the row engine: rows sit in the registers of a few lanes, a warp,
 // or up to 16 warps (16-byte path: up to 16384 float32 or 32768 bfloat16 values forward, half that
@@ -818,41 +818,6 @@ __global__ void __launch_bounds__(kSliceThreads, 2)
   }
 }
 
-// ---- The second pass: out[c] = the sum of partial[p][c] over p, in order of p. ----
-
-constexpr int kSumCols = 32;
-constexpr int kSumLanes = 16;
-
-template <typename W, typename Acc>
-__global__ void __launch_bounds__(kSumCols* kSumLanes)
-    sum_partials_kernel(W* __restrict__ out, const Acc* __restrict__ partial, int64_t partials,
-                        int64_t cols) {
-  __shared__ Acc totals[kSumLanes][kSumCols];
-  const int64_t col = int64_t{blockIdx.x} * kSumCols + threadIdx.x;
-  Acc total = 0;
-  if (col < cols) {
-    // Unrolled so that several loads are in flight; the adds keep their order.
-#pragma unroll 8
-    for (int64_t p = threadIdx.y; p < partials; p += kSumLanes) total += partial[p * cols + col];
-  }
-  totals[threadIdx.y][threadIdx.x] = total;
-  __syncthreads();
-  if (threadIdx.y == 0 && col < cols) {
-#pragma unroll
-    for (int lane = 1; lane < kSumLanes; ++lane) total += totals[lane][threadIdx.x];
-    out[col] = static_cast<W>(total);
-  }
-}
-
-template <typename W, typename Acc>
-void sum_partials(W* out, const Acc* partial, int64_t partials, int64_t cols, cudaStream_t stream) {
-  const int64_t blocks = ceil_div(cols, kSumCols);
-  sum_partials_kernel<W, Acc>
-      <<<static_cast<unsigned>(blocks), dim3(kSumCols, kSumLanes), 0, stream>>>(out, partial,
-                                                                                partials, cols);
-  OPGEN_CHECK_LAUNCH();
-}
-
 // ---- Host side: the plan of a call. ----
 
 // Values a thread holds. On the 16-byte path, 8 packs forward (128 bytes of x in flight a thread,
@@ -1197,7 +1162,7 @@ int64_t launch_backward_with(BackwardArgs<T, W> a, cudaStream_t stream,
 }
 
 // dx for every row, and the weight and bias gradients' partial rows; returns how many partial
-// rows it wrote (make_partials(count, zeroed) makes them), for sum_partials to add.
+// rows it wrote (make_partials(count, zeroed) makes them), for reduce.cuh's sum_partials to add.
 template <typename T, typename W, bool kCentered, bool kResidual, typename MakePartials>
 int64_t launch_backward(const BackwardArgs<T, W>& a, cudaStream_t stream,
                         MakePartials make_partials) {

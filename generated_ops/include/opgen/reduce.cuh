@@ -1,12 +1,16 @@
-// Warp and block all-reductions. Butterfly shuffles (xor) leave the result in every lane, so no
-// broadcast step is needed after the reduction.
+// Warp and block all-reductions (butterfly shuffles (xor) leave the result in every lane, so no
+// broadcast step is needed after the reduction), and the deterministic sum of partial rows that
+// parallel column reductions finish with.
 #pragma once
 
 #include <cuda_runtime.h>
 
 #include <cfloat>
+#include <cstdint>
 #include <cstring>
 #include <type_traits>
+
+#include "opgen/launch.cuh"
 
 namespace opgen {
 
@@ -156,5 +160,49 @@ struct MergeMaxExpSum {
     return {hi_max, hi_sum + lo_scaled};
   }
 };
+
+// ---- Deterministic column sums of partial rows ----
+// Kernels that reduce over rows in parallel (the norms' weight and bias gradients, the linear
+// layout's bias gradient) write one partial row per block, in Acc, and this second pass adds
+// them: out[c] = the sum of partial[p][c] over p, always in the same order, so the same inputs
+// give the same bits (no float atomics). 16 lanes of a block each take every 16th partial row of
+// 32 columns, then lane 0 adds the 16 lane totals in lane order.
+
+constexpr int kSumPartialsCols = 32;
+constexpr int kSumPartialsLanes = 16;
+
+template <typename W, typename Acc>
+__global__ void __launch_bounds__(kSumPartialsCols* kSumPartialsLanes)
+    sum_partials_kernel(W* __restrict__ out, const Acc* __restrict__ partial, int64_t partials,
+                        int64_t cols) {
+  __shared__ Acc totals[kSumPartialsLanes][kSumPartialsCols];
+  const int64_t col = int64_t{blockIdx.x} * kSumPartialsCols + threadIdx.x;
+  Acc total = 0;
+  if (col < cols) {
+    // Unrolled so that several loads are in flight; the adds keep their order.
+#pragma unroll 8
+    for (int64_t p = threadIdx.y; p < partials; p += kSumPartialsLanes)
+      total += partial[p * cols + col];
+  }
+  totals[threadIdx.y][threadIdx.x] = total;
+  __syncthreads();
+  if (threadIdx.y == 0 && col < cols) {
+#pragma unroll
+    for (int lane = 1; lane < kSumPartialsLanes; ++lane) total += totals[lane][threadIdx.x];
+    out[col] = static_cast<W>(total);
+  }
+}
+
+// out (cols values of W) = the partial rows (partials x cols, row-major, Acc) summed over rows,
+// on `stream`. partial may be null where partials is 0 (out is then zeros).
+template <typename W, typename Acc>
+void sum_partials(W* out, const Acc* partial, int64_t partials, int64_t cols, cudaStream_t stream) {
+  if (cols == 0) return;
+  const int64_t blocks = (cols + kSumPartialsCols - 1) / kSumPartialsCols;
+  sum_partials_kernel<W, Acc>
+      <<<static_cast<unsigned>(blocks), dim3(kSumPartialsCols, kSumPartialsLanes), 0, stream>>>(
+          out, partial, partials, cols);
+  OPGEN_CHECK_LAUNCH();
+}
 
 }  // namespace opgen

@@ -5,7 +5,7 @@
 // ties it to one GEMM's algorithm); here it is added while the values are in registers.
 //
 // The sum is deterministic (no float atomics): each block adds its rows of its columns in float
-// and writes one partial row, and norm.cuh's sum_partials adds the partial rows in a fixed order.
+// and writes one partial row, and reduce.cuh's sum_partials adds the partial rows in a fixed order.
 // The bias gradient sums the pre-activation gradient as rounded to the tensors' dtype, the values
 // the weight-gradient GEMM reads. 16-byte packs only: activation_backward_with_bias returns false
 // where the layout does not allow them, and the caller takes ATen's path (opgen/linear.h).
@@ -21,75 +21,66 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "opgen/activations.cuh"
 #include "opgen/launch.cuh"
 #include "opgen/linear.h"
-#include "opgen/norm.cuh"
+#include "opgen/reduce.cuh"
+#include "opgen/row_engine.cuh"
 #include "opgen/vec.cuh"
 
 namespace opgen::linear {
 
-// The activations' derivatives in float, times the incoming gradient. `saved` is what the
-// forward kept for the backward: the pre-activation (GELU) or the output (ReLU: it passes exactly
-// where its output is positive). The formulas are ATen's (gelu_backward, threshold_backward).
-struct ReluDerivative {
-  __device__ __forceinline__ float operator()(float grad, float out) const {
-    return out > 0.0f ? grad : 0.0f;
-  }
-};
-
-struct GeluDerivative {  // d/dx of x * Phi(x) = Phi(x) + x * phi(x)
-  __device__ __forceinline__ float operator()(float grad, float x) const {
-    constexpr float kSqrtHalf = 0.70710678118654752f;
-    constexpr float kInvSqrt2Pi = 0.39894228040143268f;
-    const float cdf = 0.5f * (1.0f + erff(x * kSqrtHalf));
-    const float pdf = kInvSqrt2Pi * expf(-0.5f * x * x);
-    return grad * (cdf + x * pdf);
-  }
-};
-
-struct GeluTanhDerivative {  // d/dx of x/2 (1 + tanh(u)), u = sqrt(2/pi) (x + 0.044715 x^3)
-  __device__ __forceinline__ float operator()(float grad, float x) const {
-    constexpr float kBeta = 0.79788456080286536f;  // sqrt(2 / pi)
-    constexpr float kKappa = 0.044715f;
-    const float x_sq = x * x;
-    const float tanh_inner = tanhf(kBeta * (x + kKappa * x_sq * x));
-    const float left = 0.5f * (1.0f + tanh_inner);
-    const float right =
-        0.5f * x * (1.0f - tanh_inner * tanh_inner) * kBeta * (1.0f + 3.0f * kKappa * x_sq);
-    return grad * (left + right);
-  }
-};
-
 // A block is kColumnThreads x kRowLanes threads: a warp across kColumnThreads packs of a row (512
-// contiguous bytes), kRowLanes rows at a time; blockIdx.y picks a chunk of rows.
+// contiguous bytes), kRowLanes rows at a time; blockIdx.y picks a chunk of rows. Each thread
+// issues the loads of kRowsInFlight of its rows (2 packs each: the gradient and the saved tensor)
+// before any arithmetic, so 128 bytes a thread are in flight whatever the compiler makes of the
+// loop: a pass that streams 3 tensors through the SMs needs that many bytes in flight to reach
+// the memory's bandwidth (the loop of one row a step, before, reached 2.5 TB/s on an H200 where
+// ATen's gelu_backward reached 3.3).
 constexpr int kColumnThreads = 32;
 constexpr int kRowLanes = 8;
+constexpr int kRowsInFlight = 4;
 
-template <typename T, typename Derivative>
+// Act: an activation of opgen/activations.cuh; `saved` is what the forward kept for the
+// backward, the pre-activation (GELU) or the output (ReLU).
+template <typename T, typename Act>
 __global__ void __launch_bounds__(kColumnThreads* kRowLanes)
     activation_backward_kernel(const T* __restrict__ grad, const T* __restrict__ saved,
                                T* __restrict__ grad_pre, float* __restrict__ partial, int64_t rows,
                                int64_t cols, int64_t rows_per_chunk) {
   constexpr int kPack = pack_size<T>();
   constexpr int kBlockCols = kColumnThreads * kPack;
+  constexpr int kRowStep = kRowLanes * kRowsInFlight;
   __shared__ float lane_sums[kRowLanes][kBlockCols];
   const int64_t col = (int64_t{blockIdx.x} * kColumnThreads + threadIdx.x) * kPack;
   const int64_t first = int64_t{blockIdx.y} * rows_per_chunk;
   const int64_t last = std::min(rows, first + rows_per_chunk);
   float sums[kPack] = {};
   if (col < cols) {
-#pragma unroll 4
-    for (int64_t row = first + threadIdx.y; row < last; row += kRowLanes) {
-      const int64_t at = row * cols + col;
-      const Pack<T, kPack> g = load_pack<T, kPack>(grad + at);
-      const Pack<T, kPack> s = load_pack<T, kPack>(saved + at);
-      Pack<T, kPack> result;
+    for (int64_t base = first + threadIdx.y; base < last; base += kRowStep) {
+      Pack<T, kPack> g[kRowsInFlight], s[kRowsInFlight];
 #pragma unroll
-      for (int j = 0; j < kPack; ++j) {
-        result.elem[j] = static_cast<T>(Derivative{}(widen<float>(g, j), widen<float>(s, j)));
-        sums[j] += static_cast<float>(result.elem[j]);
+      for (int i = 0; i < kRowsInFlight; ++i) {
+        const int64_t row = base + int64_t{i} * kRowLanes;
+        if (row < last) {
+          g[i] = load_pack<T, kPack>(grad + row * cols + col);
+          s[i] = load_pack<T, kPack>(saved + row * cols + col);
+        }
       }
-      store_pack<T, kPack>(grad_pre + at, result);
+#pragma unroll
+      for (int i = 0; i < kRowsInFlight; ++i) {
+        const int64_t row = base + int64_t{i} * kRowLanes;
+        if (row < last) {
+          Pack<T, kPack> result;
+#pragma unroll
+          for (int j = 0; j < kPack; ++j) {
+            result.elem[j] =
+                static_cast<T>(Act::backward(widen<float>(g[i], j), widen<float>(s[i], j)));
+            sums[j] += static_cast<float>(result.elem[j]);
+          }
+          store_pack_global<T, kPack>(grad_pre + row * cols + col, result);
+        }
+      }
     }
   }
   if (partial == nullptr) return;  // no bias gradient asked for (uniform over the block)
@@ -108,7 +99,7 @@ __global__ void __launch_bounds__(kColumnThreads* kRowLanes)
   }
 }
 
-template <typename T, typename Derivative>
+template <typename T, typename Act>
 void launch_activation_backward(const at::Tensor& grad, const at::Tensor& saved,
                                 at::Tensor& grad_pre, at::Tensor* grad_bias, cudaStream_t stream) {
   constexpr int kPack = pack_size<T>();
@@ -119,9 +110,9 @@ void launch_activation_backward(const at::Tensor& grad, const at::Tensor& saved,
   // sum's only extra traffic).
   constexpr int64_t kWaves = 4;
   constexpr int64_t kMinChunkRows = 4 * kRowLanes;
-  const int64_t resident = int64_t{multiprocessor_count()} *
-                           blocks_per_multiprocessor<activation_backward_kernel<T, Derivative>>(
-                               kColumnThreads * kRowLanes);
+  const int64_t resident =
+      int64_t{multiprocessor_count()} *
+      blocks_per_multiprocessor<activation_backward_kernel<T, Act>>(kColumnThreads * kRowLanes);
   const int64_t most_chunks = std::min<int64_t>(row_engine::ceil_div(rows, kMinChunkRows), 65535);
   const int64_t chunks_wanted =
       std::clamp<int64_t>(kWaves * resident / column_blocks, 1, most_chunks);
@@ -130,14 +121,14 @@ void launch_activation_backward(const at::Tensor& grad, const at::Tensor& saved,
   at::Tensor partial;
   if (grad_bias != nullptr) partial = at::empty({chunks, cols}, grad.options().dtype(at::kFloat));
   const dim3 grid(static_cast<unsigned>(column_blocks), static_cast<unsigned>(chunks));
-  activation_backward_kernel<T, Derivative><<<grid, dim3(kColumnThreads, kRowLanes), 0, stream>>>(
+  activation_backward_kernel<T, Act><<<grid, dim3(kColumnThreads, kRowLanes), 0, stream>>>(
       grad.const_data_ptr<T>(), saved.const_data_ptr<T>(), grad_pre.mutable_data_ptr<T>(),
       grad_bias != nullptr ? partial.mutable_data_ptr<float>() : nullptr, rows, cols,
       rows_per_chunk);
   OPGEN_CHECK_LAUNCH();
   if (grad_bias != nullptr) {
-    norm::sum_partials<T, float>(grad_bias->mutable_data_ptr<T>(), partial.const_data_ptr<float>(),
-                                 chunks, cols, stream);
+    sum_partials<T, float>(grad_bias->mutable_data_ptr<T>(), partial.const_data_ptr<float>(),
+                           chunks, cols, stream);
   }
 }
 
@@ -165,13 +156,14 @@ inline bool activation_backward_with_bias(Activation activation, const at::Tenso
     using T = decltype(type_tag);
     switch (activation) {
       case Activation::kRelu:
-        launch_activation_backward<T, ReluDerivative>(grad, saved, grad_pre, grad_bias, stream);
+        launch_activation_backward<T, activations::Relu>(grad, saved, grad_pre, grad_bias, stream);
         break;
       case Activation::kGelu:
-        launch_activation_backward<T, GeluDerivative>(grad, saved, grad_pre, grad_bias, stream);
+        launch_activation_backward<T, activations::Gelu>(grad, saved, grad_pre, grad_bias, stream);
         break;
       default:
-        launch_activation_backward<T, GeluTanhDerivative>(grad, saved, grad_pre, grad_bias, stream);
+        launch_activation_backward<T, activations::GeluTanh>(grad, saved, grad_pre, grad_bias,
+                                                             stream);
     }
   };
   if (dtype == at::kHalf) {

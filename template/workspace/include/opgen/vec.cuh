@@ -33,6 +33,22 @@ __device__ __forceinline__ void store_pack(T* ptr, const Pack<T, N>& pack) {
   *reinterpret_cast<Pack<T, N>*>(ptr) = pack;
 }
 
+// A 16-byte pack stored to global memory as one st.global.v4 instruction. store_pack leaves the
+// store to the compiler, which splits some packs whose elements were converted one at a time into
+// 2- and 4-byte stores (nvcc 13 for sm_90: the linear backward's bfloat16 packs went out as four
+// 4-byte stores, or six 2-byte and one 4-byte; several of norm.cuh's packs too), and a
+// memory-bound kernel then issues several store instructions per pack. The "memory" clobber keeps
+// the compiler from moving other memory accesses across the store, as an ordinary store would.
+template <typename T, int N>
+__device__ __forceinline__ void store_pack_global(T* ptr, const Pack<T, N>& pack) {
+  static_assert(sizeof(Pack<T, N>) == 16, "store_pack_global stores 16-byte packs");
+  uint32_t words[4];
+  memcpy(words, &pack, sizeof(words));
+  asm volatile("st.global.v4.b32 [%0], {%1, %2, %3, %4};" ::"l"(ptr), "r"(words[0]), "r"(words[1]),
+               "r"(words[2]), "r"(words[3])
+               : "memory");
+}
+
 // Element j of a pack as M (float for the 16-bit types). A bfloat16 is the top half of a float:
 // one shift widens the low element of each 32-bit pair and one mask the high one, where the
 // element-wise cast first extracts the high one (PRMT, then the shift).

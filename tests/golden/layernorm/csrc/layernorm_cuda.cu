@@ -2,7 +2,7 @@
 // layernorm on CUDA: the shared norm engine (opgen/norm.cuh) holds the kernels for every row
 // length; this file checks the arguments, allocates, and launches them on the current stream.
 // The weight and bias gradients are summed in two steps without atomics: each block's partial
-// row, then sum_partials adds those rows in a fixed order (same inputs, same bits).
+// row, then reduce.cuh's sum_partials adds those rows in a fixed order (same inputs, same bits).
 #include <ATen/Dispatch.h>
 #include <ATen/OpMathType.h>
 #include <ATen/core/Tensor.h>
@@ -19,6 +19,7 @@
 #include <type_traits>
 
 #include "opgen/norm.cuh"
+#include "opgen/reduce.cuh"
 #include "layernorm.h"
 
 namespace {
@@ -169,9 +170,9 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> layernorm_backward_cuda(
           if (cols == 0) return;
           AT_DISPATCH_FLOATING_TYPES_AND2(
               at::kHalf, at::kBFloat16, out.scalar_type(), "layernorm_sum_partials", [&] {
-                opgen::norm::sum_partials(out.mutable_data_ptr<scalar_t>(),
-                                          partial.defined() ? partial.const_data_ptr<M>() : nullptr,
-                                          partials, cols, stream);
+                opgen::sum_partials(out.mutable_data_ptr<scalar_t>(),
+                                    partial.defined() ? partial.const_data_ptr<M>() : nullptr,
+                                    partials, cols, stream);
               });
         };
         if (want_weight) finish(grad_weight, partial_weight);

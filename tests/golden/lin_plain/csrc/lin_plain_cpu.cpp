@@ -41,7 +41,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> lin_plain_backward_cpu(
           ? preactivation.view({rows, features})
           : opgen::linear::recompute_preactivation(x, weight, std::optional<at::Tensor>());
   const at::Tensor grad_pre =
-      opgen::linear::activation_backward(activation, grad2, pre2, out.view({rows, features}));
+      opgen::linear::activation_backward(activation, grad2, pre2, at::Tensor());
   opgen::linear::input_gradients_aten(grad_pre, x, weight, grad_x, grad_weight, grad_bias, need_x,
                                       need_weight, need_bias && grad_bias.numel() > 0);
   return {grad_x, grad_weight, grad_bias};

@@ -71,8 +71,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> lin_relu_backward_cuda(
   // The gradient at the pre-activation and, in the same pass, the bias gradient
   // (lin_relu_backward.cu); ATen's elementwise pass where that kernel does not take the layout.
   const at::Tensor grad_contiguous = grad2.contiguous();
-  const at::Tensor saved =
-      activation == opgen::linear::Activation::kRelu ? out.view({rows, features}) : pre2;
+  const at::Tensor saved = out.view({rows, features});
   at::Tensor grad_pre = at::empty_like(grad_contiguous);
   if (lin_relu_activation_backward_cuda(activation, grad_contiguous, saved, grad_pre,
                                         need_bias ? &grad_bias : nullptr)) {

@@ -73,8 +73,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> linear_gelu_backward_cuda(
   // The gradient at the pre-activation and, in the same pass, the bias gradient
   // (linear_gelu_backward.cu); ATen's elementwise pass where that kernel does not take the layout.
   const at::Tensor grad_contiguous = grad2.contiguous();
-  const at::Tensor saved =
-      activation == opgen::linear::Activation::kRelu ? out.view({rows, features}) : pre2;
+  const at::Tensor saved = pre2;
   at::Tensor grad_pre = at::empty_like(grad_contiguous);
   if (linear_gelu_activation_backward_cuda(activation, grad_contiguous, saved, grad_pre,
                                            need_bias ? &grad_bias : nullptr)) {
@@ -88,8 +87,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> linear_gelu_backward_cuda(
                                         false, false);
     return {grad_x, grad_weight, grad_bias};
   }
-  grad_pre = opgen::linear::activation_backward(activation, grad2, pre2, out.view({rows, features}))
-                 .contiguous();
+  grad_pre = opgen::linear::activation_backward(activation, grad2, pre2, at::Tensor()).contiguous();
   // The bias gradient comes out of the weight-gradient GEMM's epilogue (BGRADB) where that is
   // faster than ATen's GEMM and sum (opgen/linear_cublaslt.h times both once per shape); the
   // input gradient is ATen's GEMM.
