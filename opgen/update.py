@@ -6,13 +6,15 @@ edit that collides with a change is left between conflict markers. copier wants 
 opgen's users do not have: the template as a git repository holding the base as a commit, and the
 folder inside a clean git repository. opgen builds both in a scratch folder for each update:
 
-- the base is rendered by opgen: the template snapshot the folder's answers name as ``_commit``
-  (kept in the workspace, ``.opgen/templates/<id>/``, written by every render: opgen.render) with
-  the answers the folder was rendered with. The scratch template repository holds each folder's
-  base as a "template" that copies those files as they are (tag ``1.<n>``) and the current
-  template as tag ``2``, so each side renders with its own answers: the recorded ones made the
-  base, and the current template gets them through migrate_answers (which drops what it no
-  longer uses, such as a formula op's printed code: the workspaces of earlier releases update);
+- both sides are rendered by opgen. The base: the template snapshot the folder's answers name as
+  ``_commit`` (kept in the workspace, ``.opgen/templates/<id>/``, written by every render:
+  opgen.render) with the answers the folder was rendered with. The new side: the current template
+  with those answers through migrate_answers (which drops what it no longer uses, such as a
+  formula op's printed code: the workspaces of earlier releases update). The scratch template
+  repository holds each folder's two renders as "templates" that copy those files as they are
+  (tags ``1.<n>`` and ``2.<n>``), so copier merges them and renders nothing itself. A folder whose
+  two renders are the same files (the template's change is elsewhere) has nothing to merge: it
+  keeps its files and gets its new answers file without copier;
 - the folder's files are copied into a scratch git repository, updated there, and only the
   files that changed are copied back, after every folder has been updated, each written beside
   its place first and renamed over it. A failure before that point changes nothing.
@@ -31,6 +33,7 @@ becomes its base; otherwise opgen cannot tell the user's edits from template cha
 from __future__ import annotations
 
 import difflib
+import json
 import os
 import re
 import shutil
@@ -40,7 +43,6 @@ import tempfile
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from functools import partial
 from pathlib import Path
 from typing import Any, Literal
 
@@ -65,9 +67,9 @@ _GIT_IDENTITY = {
     "GIT_COMMITTER_EMAIL": "opgen@localhost",
 }
 _GIT_LOCATION = ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_OBJECT_DIRECTORY", "GIT_COMMON_DIR")
-# Tag 1 of the scratch template repository: the base's files under files/, copied as they are (no
-# file ends in the suffix, so copier renders none of them), whatever answers copier hands it.
-_BASE_TEMPLATE_CONFIG = "_subdirectory: files\n_templates_suffix: .opgen-verbatim\n_answers_file: .copier-answers.yml\n"
+# The templates of the scratch template repository: a render's files under files/, copied as they
+# are (no file ends in the suffix, so copier renders none of them), whatever answers copier hands it.
+_VERBATIM_TEMPLATE_CONFIG = "_subdirectory: files\n_templates_suffix: .opgen-verbatim\n_answers_file: .copier-answers.yml\n"
 # A conflict in a file whose new render keeps less than this share of the lines its base had is a
 # rewrite, not a collision: its conflict block would hold most of the old file against most of the
 # new one (relu's 378-line test file became 38 lines), which is an edit to redo, not to merge.
@@ -189,16 +191,17 @@ def update_ops(workspace: Workspace, ops: Iterable[str] = (), *, dry_run: bool =
                 raise _missing_snapshot(workspace, folder, base)
         needed = _needs_of_snapshot(current, snapshot)
         targets = [migrate_answers(folder.answers, needed) for folder in folders]
+        render = _Renders(scratch / "render")
         # Each folder's base: what its recorded template and answers render. One rendered before
         # snapshots has none recorded; the current template's render stands in if the folder matches it.
         base_files = [
-            _render(
+            render(
                 current if base in (None, snapshot) else snapshot_dir(workspace.path, base),
-                scratch / "base" / str(index),
                 target if base is None else folder.answers,
                 folder.failure,
+                opgen_snapshot=base or snapshot,
             )
-            for index, (folder, base, target) in enumerate(zip(folders, bases, targets, strict=True))
+            for folder, base, target in zip(folders, bases, targets, strict=True)
         ]
         legacy = {
             index: _legacy_baseline(folder, base_files[index])
@@ -210,30 +213,43 @@ def update_ops(workspace: Workspace, ops: Iterable[str] = (), *, dry_run: bool =
             raise _no_history(
                 [folders[index] for index in problems], [path for paths in problems.values() for path in paths]
             )
+        # What the current template renders for each folder (the same render as its base when the
+        # snapshot and answers are the base's). Where that is the base's render, the update has
+        # nothing to merge: the folder keeps its files and gets the new answers file, which is what
+        # copier's update would give, without its three renders and git runs.
+        current_files = [
+            render(current, target, folder.failure, opgen_version=__version__, opgen_snapshot=snapshot)
+            for folder, target in zip(folders, targets, strict=True)
+        ]
+        to_merge = [index for index in range(len(folders)) if not _same_render(base_files[index], current_files[index])]
+        # One repository for the folders to merge: each one's base tagged 1.<its index>, and its
+        # current render 2.<its index>, both as templates that copy those files as they are.
+        repo = (
+            _template_repository(
+                scratch / "repo",
+                {
+                    f"{side}.{index}": _verbatim_template(
+                        files[index], scratch / "verbatim" / f"{side}.{index}", with_answers=side == 2
+                    )
+                    for side, files in ((1, base_files), (2, current_files))
+                    for index in to_merge
+                },
+            )
+            if to_merge
+            else None
+        )
         updates: list[FolderUpdate] = []
         sources: dict[str, Path] = {}  # updated file (relative to the workspace) -> its new content
         stranded: dict[str, tuple[str, str]] = {}  # edits that cannot carry over: path -> (why, the edit)
-        # One repository for every folder: each one's base tagged 1.<its index>, the current template 2.
-        repo = _template_repository(
-            scratch / "repo",
-            {
-                **{
-                    f"1.{index}": _base_template(files, scratch / "base-template" / str(index))
-                    for index, files in enumerate(base_files)
-                },
-                "2": current,
-            },
-        )
         for index, folder in enumerate(folders):
-            work = scratch / "work" / str(index) / folder.name
+            before = folder.files()
             missing = legacy[index][1] if index in legacy else {}
-            outcome = _update_folder(
-                folder, work, repo, f"1.{index}", base_files[index], targets[index], snapshot, missing,
-                render_current=partial(
-                    _render, current, scratch / "current" / str(index), targets[index], folder.failure,
-                    opgen_version=__version__,
-                ),
-            )  # fmt: skip
+            if repo is not None and index in to_merge:
+                work = scratch / "work" / str(index) / folder.name
+                after = _copier_update(folder, before, missing, work, repo, index, targets[index])
+            else:
+                after = {**before, **missing, ANSWERS_FILE: current_files[index][ANSWERS_FILE]}
+            outcome = _outcome(folder, before, after, base_files[index], current_files[index])
             updates.append(FolderUpdate(folder.name, folder.shared, index in legacy, outcome.changes))
             sources |= {_inside(folder, relative): path for relative, path in outcome.changed.items()}
             stranded |= outcome.stranded
@@ -474,16 +490,20 @@ def _template_repository(repo: Path, templates: Mapping[str, Path]) -> Path:
     return repo
 
 
-def _base_template(files: Mapping[str, Path], destination: Path) -> Path:
-    """A copier template that renders ``files`` as they are, whatever the answers: a folder's base."""
+def _verbatim_template(files: Mapping[str, Path], destination: Path, *, with_answers: bool) -> Path:
+    """A copier template that renders ``files`` as they are, whatever the answers: a render of opgen's.
+
+    The answers file only ``with_answers``: copier leaves it out of its merge, so the new render's
+    is the record, and the base's plays no part.
+    """
     for relative, path in files.items():
-        if relative == ANSWERS_FILE:
-            continue  # copier leaves the answers file out of its merge: the new render's is the record
+        if relative == ANSWERS_FILE and not with_answers:
+            continue
         target = destination / "files" / relative
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(path, target, follow_symlinks=False)
     (destination / "files").mkdir(parents=True, exist_ok=True)
-    (destination / "copier.yml").write_text(_BASE_TEMPLATE_CONFIG)
+    (destination / "copier.yml").write_text(_VERBATIM_TEMPLATE_CONFIG)
     return destination
 
 
@@ -505,13 +525,24 @@ def _legacy_baseline(folder: _Folder, rendered: Mapping[str, Path]) -> tuple[lis
     return differing, missing
 
 
-def _render(
-    template: Path, destination: Path, answers: Mapping[str, Any], failure: Callable[[str], UpdateFailed], **data: Any
-) -> dict[str, Path]:
-    """``template`` rendered into ``destination`` with ``answers`` (and ``data``): its files by relative path."""
-    recorded = {key: value for key, value in answers.items() if not str(key).startswith("_")}
-    run_copier("run_copy", str(template), str(destination), data={**recorded, **data}, failure=failure)
-    return _Folder(destination.name, destination, "", _is_product).files()
+class _Renders:
+    """Renders of templates into scratch folders, each template and answers rendered once per update."""
+
+    def __init__(self, scratch: Path) -> None:
+        self.scratch = scratch
+        self.made: dict[str, dict[str, Path]] = {}
+
+    def __call__(
+        self, template: Path, answers: Mapping[str, Any], failure: Callable[[str], UpdateFailed], **data: Any
+    ) -> dict[str, Path]:
+        """``template`` rendered with ``answers`` (and ``data``): its files by relative path."""
+        rendered = {key: value for key, value in answers.items() if not str(key).startswith("_")} | data
+        key = json.dumps([str(template), rendered], sort_keys=True, default=str)
+        if key not in self.made:
+            destination = self.scratch / str(len(self.made))
+            run_copier("run_copy", str(template), str(destination), data=rendered, failure=failure)
+            self.made[key] = _Folder(destination.name, destination, "", _is_product).files()
+        return self.made[key]
 
 
 @dataclass(frozen=True)
@@ -523,39 +554,46 @@ class _Outcome:
     stranded: dict[str, tuple[str, str]]  # relative to the workspace: (why, the user's edit as a diff)
 
 
-def _update_folder(
+def _copier_update(
     folder: _Folder,
+    before: Mapping[str, Path],
+    missing: Mapping[str, Path],
     work: Path,
     repo: Path,
-    base_tag: str,
-    base: Mapping[str, Path],
+    index: int,
     answers: Mapping[str, Any],
-    snapshot: str,
-    missing: Mapping[str, Path],
-    render_current: Callable[[], dict[str, Path]],
-) -> _Outcome:
-    """Run copier's update on a scratch copy of ``folder``, from ``base`` (``base_tag`` in ``repo``) to tag 2.
+) -> dict[str, Path]:
+    """Run copier's update on a scratch copy of ``folder`` (``before``, plus ``missing``) in ``work``.
 
-    ``answers`` are what the current template renders with (migrate_answers); ``render_current``
-    renders it afresh, for the files whose conflicts may be a rewrite. Edits the current template
-    has no place for are returned as ``stranded``: an edited file it no longer renders (copier
-    deletes those even when edited), or a conflict in a file it rewrote.
+    From its base (tag ``1.<index>`` in ``repo``) to its current render (tag ``2.<index>``), which
+    the current template made with ``answers`` (migrate_answers): copier's three-way merge of the
+    two. Returns the updated copy's files.
     """
-    before = folder.files()
     work.mkdir(parents=True)
     for relative, path in {**before, **missing}.items():
         (work / relative).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(path, work / relative, follow_symlinks=False)
-    recorded = {**answers, "_src_path": str(repo), "_commit": base_tag}
+    recorded = {**answers, "_src_path": str(repo), "_commit": f"1.{index}"}
     (work / ANSWERS_FILE).write_text(yaml.safe_dump(recorded, sort_keys=False))
     _git("init", "--quiet", cwd=work)
     _commit_all(work, "the folder before the update")
-    run_copier(
-        "run_update", str(work),
-        data={"opgen_version": __version__, "opgen_snapshot": snapshot},
-        conflict="inline", vcs_ref="2", failure=folder.failure,
-    )  # fmt: skip
-    after = _Folder(folder.name, work, "", lambda path: path.name == ".git" or _is_product(path)).files()
+    run_copier("run_update", str(work), conflict="inline", vcs_ref=f"2.{index}", failure=folder.failure)
+    return _Folder(folder.name, work, "", lambda path: path.name == ".git" or _is_product(path)).files()
+
+
+def _outcome(
+    folder: _Folder,
+    before: Mapping[str, Path],
+    after: Mapping[str, Path],
+    base: Mapping[str, Path],
+    current: Mapping[str, Path],
+) -> _Outcome:
+    """What updating ``folder`` from ``before`` to ``after`` changes, its ``base`` and ``current`` render known.
+
+    Edits the current template has no place for are returned as ``stranded``: an edited file it no
+    longer renders (copier deletes those even when edited), or a conflict in a file it rewrote
+    (``current`` keeps less than half the lines of ``base``).
+    """
     stranded: dict[str, tuple[str, str]] = {}
     for relative in sorted(before.keys() - after.keys()):
         if relative not in base or base[relative].read_bytes() != before[relative].read_bytes():
@@ -565,7 +603,6 @@ def _update_folder(
                 _edit(base.get(relative), before[relative], _inside(folder, relative)),
             )
     changes, changed = [], {}
-    current: dict[str, Path] | None = None
     for relative in sorted(before.keys() | after.keys()):
         old = before[relative].read_bytes() if relative in before else None
         new = after[relative].read_bytes() if relative in after else None
@@ -575,7 +612,6 @@ def _update_folder(
         added, removed = _line_counts(old or b"", new or b"")
         conflict = new is not None and _conflicts(new) > _conflicts(old or b"")
         if conflict and relative in base and relative in before:
-            current = render_current() if current is None else current
             kept, lines = _kept_lines(
                 base[relative].read_bytes(), current[relative].read_bytes() if relative in current else b""
             )
@@ -592,6 +628,18 @@ def _update_folder(
         if new is not None:
             changed[relative] = after[relative]
     return _Outcome(tuple(changes), changed, stranded)
+
+
+def _same_render(base: Mapping[str, Path], current: Mapping[str, Path]) -> bool:
+    """Whether two renders hold the same files (names, bytes, executable bits), answers files aside."""
+    names = (base.keys() | current.keys()) - {ANSWERS_FILE}
+    return all(
+        name in base
+        and name in current
+        and base[name].read_bytes() == current[name].read_bytes()
+        and _executable(base[name]) == _executable(current[name])
+        for name in names
+    )
 
 
 def _executable(path: Path) -> bool:

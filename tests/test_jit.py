@@ -30,8 +30,8 @@ def test_load_op_raises_unknown_op(relu_workspace: Workspace) -> None:
 def test_plan_takes_sources_and_flags_from_the_build_config(relu_workspace: Workspace) -> None:
     config = relu_workspace.path / "_build_config.py"
     text = config.read_text()
-    assert 'CXX_FLAGS = ["-O3", "-fopenmp"]' in text
-    config.write_text(text.replace('CXX_FLAGS = ["-O3", "-fopenmp"]', 'CXX_FLAGS = ["-O2", "-fopenmp", "-DMINE"]'))
+    assert 'CXX_FLAGS = ["-O3", "-g0", "-fopenmp"]' in text
+    config.write_text(text.replace('CXX_FLAGS = ["-O3", "-g0", "-fopenmp"]', 'CXX_FLAGS = ["-O2", "-fopenmp", "-DMINE"]'))
     plan = jit._plan(relu_workspace, "relu", cpu_only=True, jobs=1)
     assert plan.cxx_flags == ["-O2", "-fopenmp", "-DMINE"]
     assert [Path(source).name for source in plan.sources] == ["relu.cpp", "relu_cpu.cpp"]  # no .cu without CUDA

@@ -142,8 +142,14 @@ def test_update_keeps_user_edits_and_applies_template_changes(
     state = tree_state(workspace.path)
     assert update_ops(workspace, ["softmax"]).changes == []
     assert tree_state(workspace.path) == state
-    # Updating relu too leaves the old snapshot unused: it is deleted.
-    update_ops(workspace)
+    # Updating relu too (the new template renders it as before: no merge) keeps the user's edit
+    # there, records the new snapshot, and leaves the old one unused: it is deleted.
+    math = workspace.path / "relu" / "csrc" / "relu_math.h"
+    math.write_text(math.read_text() + "// my relu note\n")
+    report = update_ops(workspace)
+    assert {change.path for change in report.changes} == {"relu/.copier-answers.yml"}
+    assert math.read_text().endswith("// my relu note\n")
+    assert read_answers(workspace.path / "relu")["_commit"] == new_snapshot
     assert [p.name for p in (workspace.path / SNAPSHOTS).iterdir()] == [new_snapshot]
 
 

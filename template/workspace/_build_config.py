@@ -46,7 +46,11 @@ INTERFACE = 2
 DEFAULT_CUDA_ARCH = "9.0"
 
 # The compiler flags of every op, for `opgen build` (setup.py) and `opgen dev` (opgen's JIT build).
-CXX_FLAGS = ["-O3", "-fopenmp"]  # at::parallel_for runs serially without OpenMP
+# -fopenmp: at::parallel_for runs serially without OpenMP. -g0: setup.py's compiler flags start
+# with Python's own build flags, -g among them; debug info of torch's headers makes each C++ file
+# take about a third longer to compile (relu_cpu.cpp: 15.0 s with it, 8.5 s without), and
+# `opgen dev` (torch's JIT flags) never had it. Drop -g0 to debug an op in gdb.
+CXX_FLAGS = ["-O3", "-g0", "-fopenmp"]
 LINK_FLAGS = ["-fopenmp"]
 NVCC_FLAGS = [
     "-O3",
