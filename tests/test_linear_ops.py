@@ -4,15 +4,13 @@ a kernel is edited but not the reference; and the refusals."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 import shared_build
 from shared_build import SharedProject
-from workspace_commands import assert_generated_tests_fail, opgen
+from workspace_commands import assert_generated_tests_fail, assert_python_runs, opgen
 
 LINEAR_OPS = {
     "linear_gelu": [],
@@ -49,8 +47,7 @@ def test_module_is_an_nn_linear_drop_in(project: Path) -> None:
         "y = g.lin_relu(x, plain[0].weight, plain[0].bias)\n"
         "torch.testing.assert_close(y, F.relu(plain[0](x)))\n"
     )
-    result = subprocess.run([sys.executable, "-c", check], cwd=project, capture_output=True, text=True)
-    assert result.returncode == 0, result.stderr[-3000:]
+    assert_python_runs(check, project)
 
 
 # Deliberately broken stand-ins: a kernel edited, its reference not. The generated tests must fail.

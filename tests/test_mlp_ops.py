@@ -4,15 +4,13 @@ fail them once a kernel is edited but not the reference; and the refusals of bad
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 import shared_build
 from shared_build import SharedProject
-from workspace_commands import assert_generated_tests_fail, opgen
+from workspace_commands import assert_generated_tests_fail, assert_python_runs, opgen
 
 MLP_OPS = {
     # 2 layers, odd widths like the seeds' (100 in, 10 out), no bias, SiLU (its derivative reads the
@@ -53,8 +51,7 @@ def test_module_loads_an_nn_sequential(project: Path) -> None:
         "fused.load_state_dict(plain.state_dict())\n"
         "torch.testing.assert_close(fused.to_sequential()(x), plain(x))\n"
     )
-    result = subprocess.run([sys.executable, "-c", check], cwd=project, capture_output=True, text=True)
-    assert result.returncode == 0, result.stderr[-3000:]
+    assert_python_runs(check, project)
 
 
 # Deliberately broken stand-ins: a kernel edited, its reference not. The generated tests must fail.

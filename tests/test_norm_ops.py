@@ -5,8 +5,6 @@ reference."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -14,7 +12,7 @@ import pytest
 import shared_build
 import yaml
 from shared_build import SharedProject
-from workspace_commands import assert_generated_tests_fail, opgen
+from workspace_commands import assert_generated_tests_fail, assert_python_runs, opgen
 
 from opgen.errors import NoResidualForm, UnknownRecipe
 from opgen.render import new_op
@@ -65,8 +63,7 @@ def test_rendered_interfaces(project: Path) -> None:
         "else:\n"
         "    raise AssertionError('a float16 weight beside a bfloat16 x was accepted')\n"
     )
-    result = subprocess.run([sys.executable, "-c", check], cwd=project, capture_output=True, text=True)
-    assert result.returncode == 0, result.stderr[-3000:]
+    assert_python_runs(check, project)
 
 
 # Deliberately broken stand-ins: a kernel edited, its reference not. The generated tests must fail.
@@ -113,10 +110,5 @@ def test_recipe_and_residual_refusals(tmp_path: Path) -> None:
     with pytest.raises(NoResidualForm, match="recipe 'softmax' has no --residual form"):
         new_op("x_softmax", workspace=workspace, recipe="softmax", residual=True)
     assert not (tmp_path / "generated_ops" / "x_norm").exists()
-    result = subprocess.run(
-        [sys.executable, "-m", "opgen", "new", "y_norm", "--recipe", "relu", "--residual"],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-    )
+    result = opgen("new", "y_norm", "--recipe", "relu", "--residual", cwd=tmp_path)
     assert result.returncode == 2 and "--residual works with layernorm, rmsnorm" in result.stderr, result.stderr

@@ -4,15 +4,13 @@ kernel is edited but not the reference."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 import shared_build
 from shared_build import SharedProject
-from workspace_commands import assert_generated_tests_fail, opgen
+from workspace_commands import assert_generated_tests_fail, assert_python_runs, opgen
 
 pytestmark = pytest.mark.slow
 
@@ -62,8 +60,7 @@ def test_rendered_interfaces(project: Path) -> None:
         "else:\n"
         "    raise AssertionError('a float64 y beside a float32 x was accepted')\n"
     )
-    result = subprocess.run([sys.executable, "-c", check], cwd=project, capture_output=True, text=True)
-    assert result.returncode == 0, result.stderr[-3000:]
+    assert_python_runs(check, project)
 
 
 # Deliberately broken stand-ins: a kernel edited, its reference not. The generated tests must fail.

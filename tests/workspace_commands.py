@@ -15,6 +15,12 @@ def opgen(*args: str, cwd: Path, env: Mapping[str, str] | None = None) -> subpro
     )
 
 
+def assert_python_runs(script: str, cwd: Path) -> None:
+    """``script`` runs to the end in a fresh Python process in ``cwd`` (a workspace's parent), as a user's code would."""
+    result = subprocess.run([sys.executable, "-c", script], cwd=cwd, capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr[-3000:]
+
+
 # A deliberately broken stand-in: (file in the op's csrc/, the correct text, the wrong text);
 # tests/shared_build.py makes it.
 BrokenEdit = tuple[str, str, str]
