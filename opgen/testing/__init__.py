@@ -112,6 +112,11 @@ def compute_dtype(dtype: torch.dtype) -> torch.dtype:
     return torch.float64 if dtype == torch.float64 else torch.float32
 
 
+def same_or_both_nan(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """Elementwise: equal (infinities of one sign included), or NaN in both."""
+    return (a == b) | (torch.isnan(a) & torch.isnan(b))
+
+
 def assert_close_or_as_pytorch(
     actual: torch.Tensor,
     expected: torch.Tensor,
@@ -135,7 +140,7 @@ def assert_close_or_as_pytorch(
     want = expected.detach().to(device="cpu", dtype=torch.float64)
 
     def within(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-        return ((a - b).abs() <= atol + rtol * b.abs()) | (a == b) | (torch.isnan(a) & torch.isnan(b))
+        return ((a - b).abs() <= atol + rtol * b.abs()) | same_or_both_nan(a, b)
 
     good = within(got, want)
     if as_pytorch is not None:

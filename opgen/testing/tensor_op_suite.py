@@ -37,6 +37,7 @@ from opgen.testing import (
     poison_allocator,
     random_tensor,
     requires_two_gpus,
+    same_or_both_nan,
 )
 from opgen.testing.distributed import check_ddp_training_step
 from opgen.testing.sanitizer import TOOLS as SANITIZER_TOOLS
@@ -229,7 +230,7 @@ class TensorOpSuite:
             actual = grad.detach().double().cpu()
 
             def close(a: torch.Tensor, b: torch.Tensor, bound: torch.Tensor) -> torch.Tensor:
-                return ((a - b).abs() <= bound) | (a == b) | (torch.isnan(a) & torch.isnan(b))
+                return ((a - b).abs() <= bound) | same_or_both_nan(a, b)
 
             within = close(actual, expected, bound)
             if samples:
@@ -352,12 +353,7 @@ class TensorOpSuite:
             t[5, k :: every + 2] = torch.finfo(dtype).tiny
         actual = self.call(inputs, params)
         expected = self.reference_output(inputs, params)
-        compute_dtype = torch.float64 if dtype == torch.float64 else torch.float32
-        in_compute_dtype = self.reference_output(inputs, params, compute_dtype)
-
-        def same(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-            return (a == b) | (torch.isnan(a) & torch.isnan(b))
-
+        in_compute_dtype = self.reference_output(inputs, params, compute_dtype(dtype))
         # Where the reference is NaN or infinite the op must give just that.
         expected_in_dtype = expected.to(dtype)
         special = ~torch.isfinite(expected_in_dtype)
@@ -367,10 +363,10 @@ class TensorOpSuite:
         # it computes as the op does (fuzz194: y^2 / (log1p(y^2)^2 + 1) at the largest float32 y is
         # 3.7e72 in float64, inf / inf = NaN in float32).
         beyond = special & ~exact
-        missed = beyond & ~same(actual, expected_in_dtype) & ~same(actual, in_compute_dtype.to(dtype))
+        missed = beyond & ~same_or_both_nan(actual, expected_in_dtype) & ~same_or_both_nan(actual, in_compute_dtype.to(dtype))
         assert not bool(missed.any()), (
             f"{int(missed.sum())} outputs beyond the dtype's range are neither the reference's infinity nor "
-            f"PyTorch's own result in {compute_dtype}, at {missed.nonzero().tolist()[:4]}: {actual[missed][:4].tolist()} "
+            f"PyTorch's own result in {compute_dtype(dtype)}, at {missed.nonzero().tolist()[:4]}: {actual[missed][:4].tolist()} "
             f"!= {expected_in_dtype[missed][:4].tolist()} or {in_compute_dtype.to(dtype)[missed][:4].tolist()}"
         )
         # Elsewhere a finite value within the dtype's tolerance, but for one case: where PyTorch's
