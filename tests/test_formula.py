@@ -453,13 +453,22 @@ def test_fuzz_sech2_and_sigmoid_grad_keep_their_digits_where_they_are_tiny(tmp_p
     # header alone, compiled for the CPU (std functions in place of the GPU's approximations).
     program = tmp_path / "derivatives.cpp"
     program.write_text(
-        "#include <cstdio>\n#include \"opgen/formula_math.h\"\n"
-        "int main() { for (float v = -30.f; v <= 30.f; v += 0.75f) std::printf(\"%.9g %.9g %.9g %.9g %.9g\\n\", v,"
-        " opgen::formula::sech2<true>(v), opgen::formula::sech2<false>(v),"
-        " opgen::formula::sigmoid_grad<true>(v), opgen::formula::sigmoid_grad<false>(v)); }\n"
+        r"""
+        #include <cstdio>
+        #include "opgen/formula_math.h"
+        using namespace opgen::formula;
+        int main() {
+          for (float v = -30.f; v <= 30.f; v += 0.75f)
+            std::printf("%.9g %.9g %.9g %.9g %.9g\n", v, sech2<true>(v), sech2<false>(v), sigmoid_grad<true>(v),
+                        sigmoid_grad<false>(v));
+        }
+        """
     )
-    include = [f"-I{ROOT / 'template' / 'workspace' / 'include'}", f"-I{Path(torch.__file__).parent / 'include'}"]
-    subprocess.run(["c++", "-std=c++17", "-O1", *include, str(program), "-o", str(tmp_path / "run")], check=True)
+    from torch.utils.cpp_extension import include_paths
+
+    include = [f"-I{ROOT / 'template' / 'workspace' / 'include'}", *(f"-I{path}" for path in include_paths())]
+    compiler = os.environ.get("CXX") or "c++"  # the one torch's extension builder runs (opgen doctor's rule)
+    subprocess.run([compiler, "-std=c++17", "-O1", *include, str(program), "-o", str(tmp_path / "run")], check=True)
     rows = subprocess.run([str(tmp_path / "run")], capture_output=True, text=True, check=True).stdout.split("\n")
     for row in filter(None, rows):
         v, sech2_fast, sech2_exact, sigmoid_grad_fast, sigmoid_grad_exact = map(float, row.split())
