@@ -600,7 +600,7 @@ def build_ops(
         with concurrent.futures.ThreadPoolExecutor(lanes) as pool:
             runs = list(pool.map(lambda op: run([op], lane_env, build_temp=opgen_rules().op_build_folder(op, workspace.path)), to_build))
     log = "".join(one.log for one in runs)
-    returncode = max(one.returncode for one in runs)
+    returncode = next((one.returncode for one in runs if one.returncode != 0), 0)  # a signal's is negative
     readers = [one.reader for one in runs]
     built = {outcome.op: outcome for one in runs for outcome in one.reader.outcomes(one.log)}
     for one in runs:
