@@ -195,6 +195,22 @@ def test_derivatives_of_sigmoid_and_tanh_keep_their_precision_where_they_are_sma
     torch.testing.assert_close(d_dy(torch.ones(4), y).double(), exact, rtol=1e-5, atol=0)
 
 
+def test_a_tanh_beside_its_own_sech2_shares_its_exp_and_reciprocal() -> None:
+    # The backward of x*tanh(softplus(x)) (mish) needs tanh and sech^2 of one argument: printed as
+    # tanh_beside_sech2, which takes sech2's exp and reciprocal (one special-function instruction
+    # fewer than the approximate tanh). A tanh alone, or beside the sech2 of another argument,
+    # stays the approximate tanh.
+    answers = render_formula(parse_formula("x*tanh(log(1+exp(x)))"))
+    assert "tanh_beside_sech2<kFast>(_t0)" in answers["formula_backward_cpp"]
+    assert "sech2<kFast>(_t0)" in answers["formula_backward_cpp"]
+    assert "opgen::formula::tanh<kFast>(" in answers["formula_forward_cpp"]
+    assert "torch.tanh(" in answers["formula_gradients_py"]  # the reference is unchanged
+    backward = render_formula(parse_formula("tanh(x)*tanh(2*y)"))["formula_backward_cpp"]
+    assert "tanh_beside_sech2<kFast>(x)" in backward and "tanh_beside_sech2<kFast>(_t0)" in backward
+    backward = render_formula(parse_formula("x*tanh(alpha) + tanh(y)", [Param("alpha", 1.0)]))["formula_backward_cpp"]
+    assert "opgen::formula::tanh<kFast>(T(alpha))" in backward and "tanh_beside" not in backward
+
+
 def test_functions_are_not_rewritten_by_sympy() -> None:
     # sympy's own tanh(log(u)) is (u**2 - 1)/(u**2 + 1), which overflows long before u**2 does.
     answers = render_formula(parse_formula("x*tanh(log(2 + x**2))"))
@@ -451,16 +467,23 @@ def test_fuzz_sech2_and_sigmoid_grad_keep_their_digits_where_they_are_tiny(tmp_p
     # computed sech^2 as 1 - tanh^2, which cancels to nothing once |x| passes 4 or so; the formula
     # scaled it by 66,000 and the half/bfloat16 gradient came out 0 instead of 0.02. The math
     # header alone, compiled for the CPU (std functions in place of the GPU's approximations).
+    # Also the functions that share sech2's and sigmoid_grad's exp and reciprocal: sigmoid and
+    # tanh_beside_sech2 (its series below 1/4 and its exp form above).
     program = tmp_path / "derivatives.cpp"
     program.write_text(
         r"""
         #include <cstdio>
+        #include <initializer_list>
         #include "opgen/formula_math.h"
         using namespace opgen::formula;
         int main() {
-          for (float v = -30.f; v <= 30.f; v += 0.75f)
-            std::printf("%.9g %.9g %.9g %.9g %.9g\n", v, sech2<true>(v), sech2<false>(v), sigmoid_grad<true>(v),
-                        sigmoid_grad<false>(v));
+          for (float step : {0.75f, 0.0078125f}) {
+            for (float v = -120 * step + step / 3; v <= 120 * step; v += step) {
+              std::printf("%.9g %.9g %.9g %.9g %.9g %.9g %.9g %.9g\n", v, sech2<true>(v), sech2<false>(v),
+                          sigmoid_grad<true>(v), sigmoid_grad<false>(v), sigmoid<true>(v), sigmoid<false>(v),
+                          tanh_beside_sech2<true>(v));
+            }
+          }
         }
         """
     )
@@ -470,11 +493,14 @@ def test_fuzz_sech2_and_sigmoid_grad_keep_their_digits_where_they_are_tiny(tmp_p
     compiler = os.environ.get("CXX") or "c++"  # the one torch's extension builder runs (opgen doctor's rule)
     subprocess.run([compiler, "-std=c++17", "-O1", *include, str(program), "-o", str(tmp_path / "run")], check=True)
     rows = subprocess.run([str(tmp_path / "run")], capture_output=True, text=True, check=True).stdout.split("\n")
+    assert len(rows) > 400
     for row in filter(None, rows):
-        v, sech2_fast, sech2_exact, sigmoid_grad_fast, sigmoid_grad_exact = map(float, row.split())
+        v, *got = map(float, row.split())
         sech2, sigmoid_grad = 1 / math.cosh(v) ** 2, math.exp(-abs(v)) / (1 + math.exp(-abs(v))) ** 2
-        for got, want in ((sech2_fast, sech2), (sech2_exact, sech2), (sigmoid_grad_fast, sigmoid_grad), (sigmoid_grad_exact, sigmoid_grad)):
-            assert got == pytest.approx(want, rel=1e-5), f"at {v}: {got} != {want}"
+        sigmoid = 1 / (1 + math.exp(-v))
+        want = [sech2, sech2, sigmoid_grad, sigmoid_grad, sigmoid, sigmoid, math.tanh(v)]
+        for got_one, want_one in zip(got, want, strict=True):
+            assert got_one == pytest.approx(want_one, rel=1e-5), f"at {v}: {got} != {want}"
 
 
 def test_fuzz_derivatives_with_pieces_skip_sympys_simplify(monkeypatch: pytest.MonkeyPatch) -> None:

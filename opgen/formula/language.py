@@ -123,6 +123,13 @@ Sech2: Any = _define(  # 1 - tanh(u)^2 = 1 / cosh(u)^2
         lambda a: 1 / sp.cosh(a) ** 2,
     ),
 )  # fmt: skip
+# tanh(u) in a kernel that also computes sech2(u) (the derivative of anything with a tanh): for
+# 16-bit types from sech2's own exp and reciprocal, one special-function instruction fewer than
+# the approximate tanh (opgen::formula::tanh_beside_sech2). Printers put it in, never a formula.
+TanhBesideSech2: Any = _define(
+    "TanhBesideSech2",
+    FunctionSpec((lambda u: Sech2(u),), *_unary(_fast("tanh_beside_sech2"), "torch.tanh"), sp.tanh, "tanh({0})"),
+)
 SigmoidGrad: Any = _define(  # sigmoid(u) (1 - sigmoid(u)) = sigmoid(u) sigmoid(-u)
     "SigmoidGrad",
     FunctionSpec(

@@ -11,7 +11,15 @@ from typing import Any, ClassVar
 
 import sympy as sp
 
-from opgen.formula.language import MAX_INTEGER_POWER, FormulaFunction, FunctionSpec, number
+from opgen.formula.language import (
+    MAX_INTEGER_POWER,
+    FormulaFunction,
+    FunctionSpec,
+    Sech2,
+    Tanh,
+    TanhBesideSech2,
+    number,
+)
 from opgen.formula.parser import Formula
 
 
@@ -204,6 +212,18 @@ def _statements(
     return lines, [printer(expr) for expr in reduced]
 
 
+def _tanh_beside_sech2(exprs: Sequence[sp.Expr]) -> list[sp.Expr]:
+    """``exprs`` with each tanh(u) whose sech2(u) they also compute as TanhBesideSech2(u).
+
+    The kernels then take both from one exp and one reciprocal (opgen/formula_math.h).
+    """
+    sech2_arguments = {sech2.args[0] for expr in exprs for sech2 in expr.atoms(Sech2)}
+    return [
+        expr.replace(lambda e: isinstance(e, Tanh) and e.args[0] in sech2_arguments, lambda e: TanhBesideSech2(*e.args))
+        for expr in exprs
+    ]
+
+
 def _without_outer_parentheses(text: str) -> str:
     """``(a * b)`` as ``a * b``; ``(a) * (b)`` as it is."""
     depth = 0
@@ -233,7 +253,7 @@ def render_formula(formula: Formula) -> dict[str, Any]:
     derivatives = [formula.derivative(name) for name in formula.inputs]
     cpp = CppPrinter(params)
     forward_lines, (forward,) = _statements([formula.expr], cpp, "const T ", "const bool ")
-    backward_lines, backward = _statements(derivatives, cpp, "const T ", "const bool ")
+    backward_lines, backward = _statements(_tanh_beside_sech2(derivatives), cpp, "const T ", "const bool ")
     gradients_cpp = [f"grad_output * {derivative}" for derivative in backward]
     if len(gradients_cpp) == 1:
         backward_return = f"return {gradients_cpp[0]};"

@@ -33,7 +33,7 @@ struct MishBackward {
     const T _t0 = opgen::formula::softplus<kFast>(x);
     return grad_output *
            ((x * opgen::formula::sech2<kFast>(_t0) * opgen::formula::sigmoid<kFast>(x)) +
-            opgen::formula::tanh<kFast>(_t0));
+            opgen::formula::tanh_beside_sech2<kFast>(_t0));
   }
 };
 
