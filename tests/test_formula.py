@@ -468,7 +468,7 @@ def test_fuzz_sech2_and_sigmoid_grad_keep_their_digits_where_they_are_tiny(tmp_p
     # scaled it by 66,000 and the half/bfloat16 gradient came out 0 instead of 0.02. The math
     # header alone, compiled for the CPU (std functions in place of the GPU's approximations).
     # Also the functions that share sech2's and sigmoid_grad's exp and reciprocal: sigmoid and
-    # tanh_beside_sech2 (its series below 1/4 and its exp form above).
+    # tanh_beside_sech2 (v itself below 2^-8, its exp form above).
     program = tmp_path / "derivatives.cpp"
     program.write_text(
         r"""
