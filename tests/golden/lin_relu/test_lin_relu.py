@@ -10,6 +10,7 @@ and the unfused fallback (odd sizes, misaligned inputs). What is a linear layer'
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -143,6 +144,18 @@ class TestLinRelu(GradientSuite, OptionalTensorsSuite, SeveralTensorsSuite):
         as_pytorch = torch.autograd.grad(self.reference(**arguments), [arguments[name] for name in names], grad)
         for name, g, e, p in zip(names, got, expected, as_pytorch, strict=True):
             assert_close_in_norm(g, e, 1e-6, name=name, as_pytorch=p)
+
+    @on_devices
+    def test_output_frees_its_autograd_graph(self, device: str) -> None:
+        # The autograd node keeps what the backward reads without holding the output itself: a
+        # reference cycle would keep every step's tensors alive until the garbage collector runs.
+        arguments = self.arguments(self.shapes[-1], torch.float32, device)
+        arguments["x"].requires_grad_()
+        out = self.op(**arguments)
+        assert out.grad_fn is not None
+        freed = weakref.ref(out)
+        del out
+        assert freed() is None
 
     @on_devices
     def test_preactivation_is_kept_only_when_a_gradient_needs_it(self, device: str) -> None:
