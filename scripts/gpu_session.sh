@@ -69,7 +69,8 @@ read -r -a sanitized <<< "${SANITIZE_OPS:-${ops[*]}}"
 if has_mode sanitize; then  # in the background: it overlaps the plain tests
   for op in "${sanitized[@]}"; do
     # SANITIZE_TIMEOUT (seconds): stop a sanitizer run that would leave no time for what follows.
-    ( timeout "${SANITIZE_TIMEOUT:-0}" opgen test "$op" --sanitize > "$OUT/sanitize-$op.log" 2>&1
+    # SANITIZE_K: a pytest -k expression choosing the tools (e.g. memcheck); default all three.
+    ( timeout "${SANITIZE_TIMEOUT:-0}" opgen test "$op" --sanitize ${SANITIZE_K:+-k "$SANITIZE_K"} > "$OUT/sanitize-$op.log" 2>&1
       echo "exit $?" >> "$OUT/sanitize-$op.log" ) &
   done
 fi
@@ -99,7 +100,9 @@ fi
 if has_mode profile; then
   for op in "${ops[@]}"; do
     case $op in linear_gelu) ;; *) continue ;; esac  # the script calls it as linear_gelu(x, w, b)
-    PYTHONPATH="$work${PYTHONPATH:+:$PYTHONPATH}" python3 "$repo/scripts/linear_profile.py" "$op" 2>&1 | tee "$OUT/profile-$op.log"
+    # PROFILE_SHAPES: the shapes to profile, e.g. "32x768->3072" (default: the script's four).
+    read -r -a shapes <<< "${PROFILE_SHAPES:-}"
+    PYTHONPATH="$work${PYTHONPATH:+:$PYTHONPATH}" python3 "$repo/scripts/linear_profile.py" "$op" "${shapes[@]}" 2>&1 | tee "$OUT/profile-$op.log"
   done
 fi
 if has_mode bench; then

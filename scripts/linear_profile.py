@@ -96,6 +96,12 @@ def profile_shape(op_name: str, rows: int, k: int, n: int) -> None:
     def eager() -> object:
         return torch.autograd.grad(F.gelu(F.linear(x, w, b), approximate="tanh"), [x, w, b], ones)
 
+    def ours_forward() -> object:
+        return op(x, w, b)
+
+    def eager_forward() -> object:
+        return F.gelu(F.linear(x, w, b), approximate="tanh")
+
     flops = 6 * rows * k * n
     print(f"\n===== {rows}x{k}->{n} bfloat16")
     for name, step in (("ours", ours), ("eager", eager)):
@@ -110,6 +116,8 @@ def profile_shape(op_name: str, rows: int, k: int, n: int) -> None:
     g = torch.randn_like(out)
     gp = torch.ops.aten.gelu_backward(g, pre_e, approximate="tanh")
     parts = {
+        "ours forward, graph kept": ours_forward,
+        "eager forward, graph kept": eager_forward,
         "ours forward (no aux)": lambda: forward_op(xd, wd, bd, "tanh", False),
         "ours forward (aux kept)": lambda: forward_op(xd, wd, bd, "tanh", True),
         "ours backward (x, w, b)": lambda: backward_op(g, xd, wd, bd, "tanh", out, pre, True, True, True),
@@ -124,8 +132,11 @@ def profile_shape(op_name: str, rows: int, k: int, n: int) -> None:
         "eager mm dW (x^T g)^T": lambda: xd.t().mm(gp),  # autograd's layout for F.linear
         "eager sum db": lambda: gp.sum(0),
     }
+    # GPU time (CUDA events, L2 flushed: a part whose host time exceeds the flush's shows its host
+    # time here too) and host time (no synchronization) of each part alone.
+    print(f"  {'part':28s} {'GPU us':>9s} {'host us':>9s}")
     for name, fn in parts.items():
-        print(f"  {name:28s} {gpu_ms(fn) * 1e3:9.1f} us")
+        print(f"  {name:28s} {gpu_ms(fn) * 1e3:9.1f} {host_us(fn):9.1f}")
 
 
 if __name__ == "__main__":

@@ -61,7 +61,7 @@ BROKEN = {
     # the backward forgets ReLU's derivative
     "lin_relu": (
         "lin_relu_cpu.cpp",
-        "opgen::linear::activation_backward(activation, grad2, pre2, out.view({rows, features}));",
+        "opgen::linear::activation_backward(\n      activation, grad2, pre2, opgen::linear::as_rows(out, rows, features));",
         "grad2.contiguous();",
     ),
 }

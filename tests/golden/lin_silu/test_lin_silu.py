@@ -10,6 +10,7 @@ and the unfused fallback (odd sizes, misaligned inputs). What is a linear layer'
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -17,7 +18,7 @@ from typing import Any
 import pytest
 import torch
 
-from opgen.testing import assert_close, random_tensor
+from opgen.testing import assert_close, assert_close_in_norm, random_tensor
 from opgen.testing.op_suite import (
     GradientSuite,
     OptionalTensorsSuite,
@@ -120,6 +121,41 @@ class TestLinSilu(GradientSuite, OptionalTensorsSuite, SeveralTensorsSuite):
         for name, g, e in zip(wanted, got, expected, strict=True):
             assert g.shape == arguments[name].shape, name
             assert_close(g, e, self.tolerances, dtype=torch.float32)
+
+    @on_devices
+    def test_gradients_of_many_rows(self, device: str) -> None:
+        # 1000 rows: on CUDA the bias gradient is added up from several chunks of rows (partial
+        # rows, then their sum); the shapes above are one chunk, whose sum the derivative pass
+        # writes itself.
+        arguments = self.arguments((1000, 64), torch.float32, device)
+        names = [name for name in ("x", "weight", "bias") if isinstance(arguments.get(name), torch.Tensor)]
+        for name in names:
+            arguments[name].requires_grad_()
+        out = self.op(**arguments)
+        grad = torch.randn_like(out)
+        got = torch.autograd.grad(out, [arguments[name] for name in names], grad)
+        reference_arguments = to_float64(arguments)
+        for name in names:
+            reference_arguments[name].requires_grad_()
+        expected = torch.autograd.grad(
+            self.reference(**reference_arguments), [reference_arguments[name] for name in names], grad.double()
+        )
+        # Sums of 1000 terms: in norm, allowing twice the error of PyTorch's own float32 result.
+        as_pytorch = torch.autograd.grad(self.reference(**arguments), [arguments[name] for name in names], grad)
+        for name, g, e, p in zip(names, got, expected, as_pytorch, strict=True):
+            assert_close_in_norm(g, e, 1e-6, name=name, as_pytorch=p)
+
+    @on_devices
+    def test_output_frees_its_autograd_graph(self, device: str) -> None:
+        # The autograd node keeps what the backward reads without holding the output itself: a
+        # reference cycle would keep every step's tensors alive until the garbage collector runs.
+        arguments = self.arguments(self.shapes[-1], torch.float32, device)
+        arguments["x"].requires_grad_()
+        out = self.op(**arguments)
+        assert out.grad_fn is not None
+        freed = weakref.ref(out)
+        del out
+        assert freed() is None
 
     @on_devices
     def test_preactivation_is_kept_only_when_a_gradient_needs_it(self, device: str) -> None:

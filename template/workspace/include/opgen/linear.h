@@ -111,8 +111,15 @@ inline int64_t row_count(const at::Tensor& x) {
   return rows;
 }
 
+// A tensor of x's leading shape as rows (rows, cols): the tensor itself where it is 2-D already
+// (no view made: a small layer's training step is host-bound, and each view is time), else a view
+// where its strides allow one, else a contiguous copy.
+inline at::Tensor as_rows(const at::Tensor& t, int64_t rows, int64_t cols) {
+  return t.dim() == 2 ? t : t.reshape({rows, cols});
+}
+
 inline at::Tensor rows_of(const at::Tensor& x) {
-  return x.reshape({row_count(x), x.size(-1)});
+  return as_rows(x, row_count(x), x.size(-1));
 }  // not -1: K may be 0
 
 // ReLU, GELU: the activation of `pre` written into `out` (both (M, N)); the identity copies.
@@ -182,7 +189,7 @@ inline void input_gradients_aten(const at::Tensor& grad_pre, const at::Tensor& x
                                  at::Tensor& grad_weight, at::Tensor& grad_bias, bool need_x,
                                  bool need_weight, bool need_bias) {
   if (need_x) {
-    at::Tensor grad_rows = grad_x.view({grad_pre.size(0), weight.size(1)});
+    at::Tensor grad_rows = as_rows(grad_x, grad_pre.size(0), weight.size(1));
     at::mm_out(grad_rows, grad_pre, weight);
   }
   if (need_weight) at::mm_out(grad_weight, grad_pre.t(), rows_of(x));

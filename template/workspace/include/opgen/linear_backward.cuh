@@ -5,7 +5,8 @@
 // ties it to one GEMM's algorithm); here it is added while the values are in registers.
 //
 // The sum is deterministic (no float atomics): each block adds its rows of its columns in float
-// and writes one partial row, and reduce.cuh's sum_partials adds the partial rows in a fixed order.
+// and writes one partial row, and reduce.cuh's sum_partials adds the partial rows in a fixed order
+// (where one chunk of rows covers them all, the kernel writes that row as the sum itself).
 // The bias gradient sums the pre-activation gradient as rounded to the tensors' dtype, the values
 // the weight-gradient GEMM reads. 16-byte packs only: activation_backward_with_bias returns false
 // where the layout does not allow them, and the caller takes ATen's path (opgen/linear.h).
@@ -46,8 +47,9 @@ constexpr int kRowsInFlight = 4;
 template <typename T, typename Act>
 __global__ void __launch_bounds__(kColumnThreads* kRowLanes)
     activation_backward_kernel(const T* __restrict__ grad, const T* __restrict__ saved,
-                               T* __restrict__ grad_pre, float* __restrict__ partial, int64_t rows,
-                               int64_t cols, int64_t rows_per_chunk) {
+                               T* __restrict__ grad_pre, float* __restrict__ partial,
+                               T* __restrict__ bias_total, int64_t rows, int64_t cols,
+                               int64_t rows_per_chunk) {
   constexpr int kPack = pack_size<T>();
   constexpr int kBlockCols = kColumnThreads * kPack;
   constexpr int kRowStep = kRowLanes * kRowsInFlight;
@@ -83,7 +85,8 @@ __global__ void __launch_bounds__(kColumnThreads* kRowLanes)
       }
     }
   }
-  if (partial == nullptr) return;  // no bias gradient asked for (uniform over the block)
+  // No bias gradient asked for (uniform over the block).
+  if (partial == nullptr && bias_total == nullptr) return;
 #pragma unroll
   for (int j = 0; j < kPack; ++j) lane_sums[threadIdx.y][threadIdx.x * kPack + j] = sums[j];
   __syncthreads();
@@ -95,7 +98,11 @@ __global__ void __launch_bounds__(kColumnThreads* kRowLanes)
     float total = 0.0f;
 #pragma unroll
     for (int lane = 0; lane < kRowLanes; ++lane) total += lane_sums[lane][c];
-    partial[int64_t{blockIdx.y} * cols + column] = total;
+    if (bias_total != nullptr) {
+      bias_total[column] = static_cast<T>(total);  // one chunk of rows: its partial row is the sum
+    } else {
+      partial[int64_t{blockIdx.y} * cols + column] = total;
+    }
   }
 }
 
@@ -118,15 +125,20 @@ void launch_activation_backward(const at::Tensor& grad, const at::Tensor& saved,
       std::clamp<int64_t>(kWaves * resident / column_blocks, 1, most_chunks);
   const int64_t rows_per_chunk = row_engine::ceil_div(rows, chunks_wanted);
   const int64_t chunks = row_engine::ceil_div(rows, rows_per_chunk);
+  // One chunk (a small batch): the kernel writes the bias gradient itself, the same float sum
+  // rounded once, with no partial rows to allocate and no second launch (a small layer's step is
+  // host-bound: each launch and allocation is time).
+  const bool partials = grad_bias != nullptr && chunks > 1;
   at::Tensor partial;
-  if (grad_bias != nullptr) partial = at::empty({chunks, cols}, grad.options().dtype(at::kFloat));
+  if (partials) partial = at::empty({chunks, cols}, grad.options().dtype(at::kFloat));
   const dim3 grid(static_cast<unsigned>(column_blocks), static_cast<unsigned>(chunks));
   activation_backward_kernel<T, Act><<<grid, dim3(kColumnThreads, kRowLanes), 0, stream>>>(
       grad.const_data_ptr<T>(), saved.const_data_ptr<T>(), grad_pre.mutable_data_ptr<T>(),
-      grad_bias != nullptr ? partial.mutable_data_ptr<float>() : nullptr, rows, cols,
+      partials ? partial.mutable_data_ptr<float>() : nullptr,
+      grad_bias != nullptr && !partials ? grad_bias->mutable_data_ptr<T>() : nullptr, rows, cols,
       rows_per_chunk);
   OPGEN_CHECK_LAUNCH();
-  if (grad_bias != nullptr) {
+  if (partials) {
     sum_partials<T, float>(grad_bias->mutable_data_ptr<T>(), partial.const_data_ptr<float>(),
                            chunks, cols, stream);
   }

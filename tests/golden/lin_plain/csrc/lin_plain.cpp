@@ -6,13 +6,17 @@
 // Its autograd formula is registered here too, in C++ (the Autograd kernel below): a training
 // step of a small layer then pays no Python between the dispatcher and the kernels.
 #include <ATen/core/dispatch/Dispatcher.h>
-#include <torch/csrc/autograd/custom_function.h>
+#include <torch/csrc/autograd/function.h>
+#include <torch/csrc/autograd/functions/utils.h>
+#include <torch/csrc/autograd/saved_variable.h>
 #include <torch/library.h>
 
+#include <mutex>
 #include <optional>
 #include <string>
 
 #include "lin_plain.h"
+#include "opgen/autograd_node.h"
 
 namespace {
 
@@ -28,6 +32,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> lin_plain_backward_meta(
   return lin_plain_op::empty_gradients(grad_out, x, weight, out, preactivation, need_x, need_weight,
                                        need_bias);
 }
+
 // The forward and the backward op, through the dispatcher (which picks the CPU, CUDA or Meta
 // kernel).
 std::tuple<at::Tensor, at::Tensor> call_forward(const at::Tensor& x, const at::Tensor& weight,
@@ -47,41 +52,24 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> call_backward(
                              .typed<decltype(lin_plain_backward_meta)>();
   return op.call(grad_out, x, weight, out, preactivation, need_x, need_weight, need_bias);
 }
+// Autograd, in C++ (a training step runs no Python of ours): the node below keeps x, weight
+// and the pre-activation (empty unless kept), and its backward asks the
+// backward op for the gradients the graph needs. A node written by hand, as PyTorch writes its
+// own (opgen/autograd_node.h says why not a torch::autograd::Function). Differentiating the
+// backward op (a gradient of a gradient) raises the error its own registration gives (__init__.py).
+struct LinPlainBackward : public torch::autograd::TraceableFunction {
+  std::string name() const override { return "LinPlainBackward"; }
 
-// Autograd: the forward keeps x, weight, the pre-activation (empty unless kept);
-// the backward op computes only the gradients asked for. The pre-activation leaves forward()
-// through `preactivation_out`, not as an output of this function, and no output is kept that the
-// backward does not read: autograd keeps a function's own output with more bookkeeping than a
-// plain tensor (5 us of a 68 us training step of a tiny layer, measured on the CPU).
-// Differentiating the backward op (a gradient of a gradient) raises the error its own registration
-// gives (__init__.py).
-class LinPlainFunction : public torch::autograd::Function<LinPlainFunction> {
- public:
-  static torch::autograd::variable_list forward(torch::autograd::AutogradContext* ctx,
-                                                const at::Tensor& x, const at::Tensor& weight,
-                                                bool keep_preactivation,
-                                                at::Tensor* preactivation_out) {
-    at::AutoDispatchBelowADInplaceOrView below_autograd;
-    auto [out, preactivation] = call_forward(x, weight, keep_preactivation);
-    // An output without a gradient is left undefined rather than a tensor of zeros written.
-    ctx->set_materialize_grads(false);
-    ctx->save_for_backward({x, weight, preactivation});
-    *preactivation_out = preactivation;
-    return {out};
-  }
-
-  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
-                                                 torch::autograd::variable_list grads) {
-    // No gradient flows in: one undefined gradient per argument of forward().
-    if (!grads[0].defined()) return torch::autograd::variable_list(4);
-    const torch::autograd::variable_list saved = ctx->get_saved_variables();
-    const at::Tensor& x = saved[0];
-    const at::Tensor& weight = saved[1];
-    const at::Tensor& preactivation = saved[2];
+  torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override {
+    const std::lock_guard<std::mutex> lock(mutex_);
+    // One gradient per input edge (x, weight), undefined where none flows or none is needed.
+    torch::autograd::variable_list gradients(num_outputs());
+    if (!grads[0].defined()) return gradients;
+    const at::Tensor x = x_.unpack(), weight = weight_.unpack(),
+                     preactivation = preactivation_.unpack();
     // The backward reads only the output's shape: the incoming gradient has it.
     const at::Tensor& out = grads[0];
-    // needs_input_grad counts the tensors passed (x, weight).
-    const bool need_x = ctx->needs_input_grad(0), need_weight = ctx->needs_input_grad(1);
+    const bool need_x = task_should_compute_output(0), need_weight = task_should_compute_output(1);
     const bool need_bias = false;
     // A first derivative (grad mode off) goes straight to the backward's kernels, past the Python
     // autograd registration that refuses double backward (microseconds a step, as long as a small
@@ -90,19 +78,39 @@ class LinPlainFunction : public torch::autograd::Function<LinPlainFunction> {
     if (!c10::GradMode::is_enabled()) below_autograd.emplace();
     auto [grad_x, grad_weight, grad_bias] =
         call_backward(grads[0], x, weight, out, preactivation, need_x, need_weight, need_bias);
-    // One gradient per argument of forward(), undefined for the non-tensors and those not asked
-    // for.
-    return {need_x ? grad_x : at::Tensor(), need_weight ? grad_weight : at::Tensor(), at::Tensor(),
-            at::Tensor()};
+    if (need_x) gradients[0] = grad_x;
+    if (need_weight) gradients[1] = grad_weight;
+    return gradients;
   }
+
+  void release_variables() override {
+    const std::lock_guard<std::mutex> lock(mutex_);
+    x_.reset_data();
+    weight_.reset_data();
+    preactivation_.reset_data();
+  }
+
+  torch::autograd::SavedVariable x_, weight_, preactivation_;
 };
 
 std::tuple<at::Tensor, at::Tensor> lin_plain_autograd(const at::Tensor& x, const at::Tensor& weight,
                                                       bool keep_preactivation) {
-  at::Tensor preactivation;
-  const torch::autograd::variable_list outputs =
-      LinPlainFunction::apply(x, weight, keep_preactivation, &preactivation);
-  return {outputs[0], preactivation};
+  TORCH_CHECK(!(torch::autograd::isFwGradDefined(x) || torch::autograd::isFwGradDefined(weight)),
+              OPGEN_OP,
+              ": forward-mode AD (torch.autograd.forward_ad) is not supported; use reverse mode "
+              "(backward, torch.autograd.grad)");
+  auto [out, preactivation] = [&] {
+    at::AutoDispatchBelowADInplaceOrView below_autograd;
+    return call_forward(x, weight, keep_preactivation);
+  }();
+  if (!torch::autograd::compute_requires_grad(x, weight)) return {out, preactivation};
+  auto node = opgen::autograd::make_node<LinPlainBackward>();
+  node->set_next_edges(torch::autograd::collect_next_edges(x, weight));
+  node->x_ = torch::autograd::SavedVariable(x, false);
+  node->weight_ = torch::autograd::SavedVariable(weight, false);
+  node->preactivation_ = torch::autograd::SavedVariable(preactivation, false);
+  torch::autograd::set_history(out, node);
+  return {out, preactivation};
 }
 
 }  // namespace

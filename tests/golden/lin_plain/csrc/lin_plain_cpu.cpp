@@ -18,9 +18,10 @@ std::tuple<at::Tensor, at::Tensor> lin_plain_cpu(const at::Tensor& x, const at::
   auto [out, preactivation] = lin_plain_op::empty_outputs(x, weight, keep_preactivation);
   const auto activation = lin_plain_op::activation();
   const int64_t rows = opgen::linear::row_count(x), features = weight.size(0);
-  at::Tensor out2 = out.view({rows, features});
-  const at::Tensor pre2 =
-      preactivation.numel() > 0 ? preactivation.view({rows, features}) : at::Tensor();
+  at::Tensor out2 = opgen::linear::as_rows(out, rows, features);
+  const at::Tensor pre2 = preactivation.numel() > 0
+                              ? opgen::linear::as_rows(preactivation, rows, features)
+                              : at::Tensor();
   opgen::linear::forward_aten(activation, x, weight, std::optional<at::Tensor>(), out2, pre2);
   return {out, preactivation};
 }
@@ -34,11 +35,11 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> lin_plain_backward_cpu(
       grad_out, x, weight, out, preactivation, need_x, need_weight, need_bias);
   const auto activation = lin_plain_op::activation();
   const int64_t rows = opgen::linear::row_count(x), features = weight.size(0);
-  const at::Tensor grad2 = grad_out.reshape({rows, features});
+  const at::Tensor grad2 = opgen::linear::as_rows(grad_out, rows, features);
   const at::Tensor pre2 =
       !opgen::linear::keeps_preactivation(activation) ? at::Tensor()
       : preactivation.numel() == out.numel() && out.numel() > 0
-          ? preactivation.view({rows, features})
+          ? opgen::linear::as_rows(preactivation, rows, features)
           : opgen::linear::recompute_preactivation(x, weight, std::optional<at::Tensor>());
   const at::Tensor grad_pre =
       opgen::linear::activation_backward(activation, grad2, pre2, at::Tensor());

@@ -19,9 +19,10 @@ std::tuple<at::Tensor, at::Tensor> lin_relu_cpu(const at::Tensor& x, const at::T
   auto [out, preactivation] = lin_relu_op::empty_outputs(x, weight, bias, keep_preactivation);
   const auto activation = lin_relu_op::activation();
   const int64_t rows = opgen::linear::row_count(x), features = weight.size(0);
-  at::Tensor out2 = out.view({rows, features});
-  const at::Tensor pre2 =
-      preactivation.numel() > 0 ? preactivation.view({rows, features}) : at::Tensor();
+  at::Tensor out2 = opgen::linear::as_rows(out, rows, features);
+  const at::Tensor pre2 = preactivation.numel() > 0
+                              ? opgen::linear::as_rows(preactivation, rows, features)
+                              : at::Tensor();
   opgen::linear::forward_aten(activation, x, weight, bias, out2, pre2);
   return {out, preactivation};
 }
@@ -35,13 +36,13 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> lin_relu_backward_cpu(
       grad_out, x, weight, bias, out, preactivation, need_x, need_weight, need_bias);
   const auto activation = lin_relu_op::activation();
   const int64_t rows = opgen::linear::row_count(x), features = weight.size(0);
-  const at::Tensor grad2 = grad_out.reshape({rows, features});
+  const at::Tensor grad2 = opgen::linear::as_rows(grad_out, rows, features);
   const at::Tensor pre2 = !opgen::linear::keeps_preactivation(activation) ? at::Tensor()
                           : preactivation.numel() == out.numel() && out.numel() > 0
-                              ? preactivation.view({rows, features})
+                              ? opgen::linear::as_rows(preactivation, rows, features)
                               : opgen::linear::recompute_preactivation(x, weight, bias);
-  const at::Tensor grad_pre =
-      opgen::linear::activation_backward(activation, grad2, pre2, out.view({rows, features}));
+  const at::Tensor grad_pre = opgen::linear::activation_backward(
+      activation, grad2, pre2, opgen::linear::as_rows(out, rows, features));
   opgen::linear::input_gradients_aten(grad_pre, x, weight, grad_x, grad_weight, grad_bias, need_x,
                                       need_weight, need_bias && grad_bias.numel() > 0);
   return {grad_x, grad_weight, grad_bias};

@@ -38,9 +38,10 @@ std::tuple<at::Tensor, at::Tensor> lin_relu_cuda(const at::Tensor& x, const at::
   const cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
   const auto activation = lin_relu_op::activation();
   const int64_t rows = opgen::linear::row_count(x), features = weight.size(0);
-  at::Tensor out2 = out.view({rows, features});
-  const at::Tensor pre2 =
-      preactivation.numel() > 0 ? preactivation.view({rows, features}) : at::Tensor();
+  at::Tensor out2 = opgen::linear::as_rows(out, rows, features);
+  const at::Tensor pre2 = preactivation.numel() > 0
+                              ? opgen::linear::as_rows(preactivation, rows, features)
+                              : at::Tensor();
   const std::optional<at::Tensor> bias_ =
       bias.has_value() ? std::optional<at::Tensor>(bias->contiguous()) : std::nullopt;
   const bool fused = opgen::linear::lt::forward(activation, opgen::linear::rows_of(x).contiguous(),
@@ -62,16 +63,16 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> lin_relu_backward_cuda(
   const cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
   const auto activation = lin_relu_op::activation();
   const int64_t rows = opgen::linear::row_count(x), features = weight.size(0);
-  const at::Tensor grad2 = grad_out.reshape({rows, features});
+  const at::Tensor grad2 = opgen::linear::as_rows(grad_out, rows, features);
   const at::Tensor pre2 = !opgen::linear::keeps_preactivation(activation) ? at::Tensor()
                           : preactivation.numel() == out.numel() && out.numel() > 0
-                              ? preactivation.view({rows, features})
+                              ? opgen::linear::as_rows(preactivation, rows, features)
                               : opgen::linear::recompute_preactivation(x, weight, bias);
   need_bias = need_bias && grad_bias.numel() > 0;
   // The gradient at the pre-activation and, in the same pass, the bias gradient
   // (lin_relu_backward.cu); ATen's elementwise pass where that kernel does not take the layout.
   const at::Tensor grad_contiguous = grad2.contiguous();
-  const at::Tensor saved = out.view({rows, features});
+  const at::Tensor saved = opgen::linear::as_rows(out, rows, features);
   at::Tensor grad_pre = at::empty_like(grad_contiguous);
   if (lin_relu_activation_backward_cuda(activation, grad_contiguous, saved, grad_pre,
                                         need_bias ? &grad_bias : nullptr)) {
@@ -85,7 +86,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> lin_relu_backward_cuda(
                                         false, false);
     return {grad_x, grad_weight, grad_bias};
   }
-  grad_pre = opgen::linear::activation_backward(activation, grad2, pre2, out.view({rows, features}))
+  grad_pre = opgen::linear::activation_backward(activation, grad2, pre2,
+                                                opgen::linear::as_rows(out, rows, features))
                  .contiguous();
   // The bias gradient comes out of the weight-gradient GEMM's epilogue (BGRADB) where that is
   // faster than ATen's GEMM and sum (opgen/linear_cublaslt.h times both once per shape); the

@@ -6,13 +6,17 @@
 // Its autograd formula is registered here too, in C++ (the Autograd kernel below): a training
 // step of a small layer then pays no Python between the dispatcher and the kernels.
 #include <ATen/core/dispatch/Dispatcher.h>
-#include <torch/csrc/autograd/custom_function.h>
+#include <torch/csrc/autograd/function.h>
+#include <torch/csrc/autograd/functions/utils.h>
+#include <torch/csrc/autograd/saved_variable.h>
 #include <torch/library.h>
 
+#include <mutex>
 #include <optional>
 #include <string>
 
 #include "linear_gelu.h"
+#include "opgen/autograd_node.h"
 
 namespace {
 
@@ -30,6 +34,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> linear_gelu_backward_meta(
   return linear_gelu_op::empty_gradients(grad_out, x, weight, bias, approximate, out, preactivation,
                                          need_x, need_weight, need_bias);
 }
+
 // The forward and the backward op, through the dispatcher (which picks the CPU, CUDA or Meta
 // kernel).
 std::tuple<at::Tensor, at::Tensor> call_forward(const at::Tensor& x, const at::Tensor& weight,
@@ -52,48 +57,28 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> call_backward(
   return op.call(grad_out, x, weight, bias, approximate, out, preactivation, need_x, need_weight,
                  need_bias);
 }
+// Autograd, in C++ (a training step runs no Python of ours): the node below keeps x, weight, bias
+// and the pre-activation (empty unless kept), and its backward asks the
+// backward op for the gradients the graph needs. A node written by hand, as PyTorch writes its
+// own (opgen/autograd_node.h says why not a torch::autograd::Function). Differentiating the
+// backward op (a gradient of a gradient) raises the error its own registration gives (__init__.py).
+struct LinearGeluBackward : public torch::autograd::TraceableFunction {
+  std::string name() const override { return "LinearGeluBackward"; }
 
-// Autograd: the forward keeps x, weight, bias, the pre-activation (empty unless kept);
-// the backward op computes only the gradients asked for. The pre-activation leaves forward()
-// through `preactivation_out`, not as an output of this function, and no output is kept that the
-// backward does not read: autograd keeps a function's own output with more bookkeeping than a
-// plain tensor (5 us of a 68 us training step of a tiny layer, measured on the CPU).
-// Differentiating the backward op (a gradient of a gradient) raises the error its own registration
-// gives (__init__.py).
-class LinearGeluFunction : public torch::autograd::Function<LinearGeluFunction> {
- public:
-  static torch::autograd::variable_list forward(torch::autograd::AutogradContext* ctx,
-                                                const at::Tensor& x, const at::Tensor& weight,
-                                                const std::optional<at::Tensor>& bias,
-                                                c10::string_view approximate,
-                                                bool keep_preactivation,
-                                                at::Tensor* preactivation_out) {
-    at::AutoDispatchBelowADInplaceOrView below_autograd;
-    auto [out, preactivation] = call_forward(x, weight, bias, approximate, keep_preactivation);
-    // An output without a gradient is left undefined rather than a tensor of zeros written.
-    ctx->set_materialize_grads(false);
-    ctx->save_for_backward({x, weight, bias.value_or(at::Tensor()), preactivation});
-    ctx->saved_data["approximate"] = std::string(approximate);
-    *preactivation_out = preactivation;
-    return {out};
-  }
-
-  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
-                                                 torch::autograd::variable_list grads) {
-    // No gradient flows in: one undefined gradient per argument of forward().
-    if (!grads[0].defined()) return torch::autograd::variable_list(6);
-    const torch::autograd::variable_list saved = ctx->get_saved_variables();
-    const at::Tensor& x = saved[0];
-    const at::Tensor& weight = saved[1];
+  torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override {
+    const std::lock_guard<std::mutex> lock(mutex_);
+    // One gradient per input edge (x, weight, bias), undefined where none flows or none is needed.
+    torch::autograd::variable_list gradients(num_outputs());
+    if (!grads[0].defined()) return gradients;
+    const at::Tensor x = x_.unpack(), weight = weight_.unpack(),
+                     preactivation = preactivation_.unpack();
+    const at::Tensor saved_bias = bias_.unpack();
     const std::optional<at::Tensor> bias =
-        saved[2].defined() ? std::optional<at::Tensor>(saved[2]) : std::nullopt;
-    const at::Tensor& preactivation = saved[3];
+        saved_bias.defined() ? std::optional<at::Tensor>(saved_bias) : std::nullopt;
     // The backward reads only the output's shape: the incoming gradient has it.
     const at::Tensor& out = grads[0];
-    const std::string approximate = ctx->saved_data["approximate"].toStringRef();
-    // needs_input_grad counts the tensors passed (x, weight, then bias where given).
-    const bool need_x = ctx->needs_input_grad(0), need_weight = ctx->needs_input_grad(1);
-    const bool need_bias = bias.has_value() && ctx->needs_input_grad(2);
+    const bool need_x = task_should_compute_output(0), need_weight = task_should_compute_output(1);
+    const bool need_bias = bias.has_value() && task_should_compute_output(2);
     // A first derivative (grad mode off) goes straight to the backward's kernels, past the Python
     // autograd registration that refuses double backward (microseconds a step, as long as a small
     // layer's GEMMs); with create_graph it goes through that registration, which raises.
@@ -101,15 +86,22 @@ class LinearGeluFunction : public torch::autograd::Function<LinearGeluFunction> 
     if (!c10::GradMode::is_enabled()) below_autograd.emplace();
     auto [grad_x, grad_weight, grad_bias] = call_backward(
         grads[0], x, weight, bias, approximate, out, preactivation, need_x, need_weight, need_bias);
-    // One gradient per argument of forward(), undefined for the non-tensors and those not asked
-    // for.
-    return {need_x ? grad_x : at::Tensor(),
-            need_weight ? grad_weight : at::Tensor(),
-            need_bias ? grad_bias : at::Tensor(),
-            at::Tensor(),
-            at::Tensor(),
-            at::Tensor()};
+    if (need_x) gradients[0] = grad_x;
+    if (need_weight) gradients[1] = grad_weight;
+    if (need_bias) gradients[2] = grad_bias;
+    return gradients;
   }
+
+  void release_variables() override {
+    const std::lock_guard<std::mutex> lock(mutex_);
+    x_.reset_data();
+    weight_.reset_data();
+    bias_.reset_data();
+    preactivation_.reset_data();
+  }
+
+  torch::autograd::SavedVariable x_, weight_, bias_, preactivation_;
+  std::string approximate;
 };
 
 std::tuple<at::Tensor, at::Tensor> linear_gelu_autograd(const at::Tensor& x,
@@ -117,10 +109,25 @@ std::tuple<at::Tensor, at::Tensor> linear_gelu_autograd(const at::Tensor& x,
                                                         const std::optional<at::Tensor>& bias,
                                                         c10::string_view approximate,
                                                         bool keep_preactivation) {
-  at::Tensor preactivation;
-  const torch::autograd::variable_list outputs =
-      LinearGeluFunction::apply(x, weight, bias, approximate, keep_preactivation, &preactivation);
-  return {outputs[0], preactivation};
+  TORCH_CHECK(!(torch::autograd::isFwGradDefined(x) || torch::autograd::isFwGradDefined(weight) ||
+                torch::autograd::isFwGradDefined(bias)),
+              OPGEN_OP,
+              ": forward-mode AD (torch.autograd.forward_ad) is not supported; use reverse mode "
+              "(backward, torch.autograd.grad)");
+  auto [out, preactivation] = [&] {
+    at::AutoDispatchBelowADInplaceOrView below_autograd;
+    return call_forward(x, weight, bias, approximate, keep_preactivation);
+  }();
+  if (!torch::autograd::compute_requires_grad(x, weight, bias)) return {out, preactivation};
+  auto node = opgen::autograd::make_node<LinearGeluBackward>();
+  node->set_next_edges(torch::autograd::collect_next_edges(x, weight, bias));
+  node->x_ = torch::autograd::SavedVariable(x, false);
+  node->weight_ = torch::autograd::SavedVariable(weight, false);
+  node->bias_ = torch::autograd::SavedVariable(bias.value_or(at::Tensor()), false);
+  node->preactivation_ = torch::autograd::SavedVariable(preactivation, false);
+  node->approximate = std::string(approximate);
+  torch::autograd::set_history(out, node);
+  return {out, preactivation};
 }
 
 }  // namespace

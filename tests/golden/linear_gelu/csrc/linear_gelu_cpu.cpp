@@ -22,9 +22,10 @@ std::tuple<at::Tensor, at::Tensor> linear_gelu_cpu(const at::Tensor& x, const at
       linear_gelu_op::empty_outputs(x, weight, bias, approximate, keep_preactivation);
   const auto activation = linear_gelu_op::activation(approximate);
   const int64_t rows = opgen::linear::row_count(x), features = weight.size(0);
-  at::Tensor out2 = out.view({rows, features});
-  const at::Tensor pre2 =
-      preactivation.numel() > 0 ? preactivation.view({rows, features}) : at::Tensor();
+  at::Tensor out2 = opgen::linear::as_rows(out, rows, features);
+  const at::Tensor pre2 = preactivation.numel() > 0
+                              ? opgen::linear::as_rows(preactivation, rows, features)
+                              : at::Tensor();
   opgen::linear::forward_aten(activation, x, weight, bias, out2, pre2);
   return {out, preactivation};
 }
@@ -38,10 +39,10 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> linear_gelu_backward_cpu(
       grad_out, x, weight, bias, approximate, out, preactivation, need_x, need_weight, need_bias);
   const auto activation = linear_gelu_op::activation(approximate);
   const int64_t rows = opgen::linear::row_count(x), features = weight.size(0);
-  const at::Tensor grad2 = grad_out.reshape({rows, features});
+  const at::Tensor grad2 = opgen::linear::as_rows(grad_out, rows, features);
   const at::Tensor pre2 = !opgen::linear::keeps_preactivation(activation) ? at::Tensor()
                           : preactivation.numel() == out.numel() && out.numel() > 0
-                              ? preactivation.view({rows, features})
+                              ? opgen::linear::as_rows(preactivation, rows, features)
                               : opgen::linear::recompute_preactivation(x, weight, bias);
   const at::Tensor grad_pre =
       opgen::linear::activation_backward(activation, grad2, pre2, at::Tensor());

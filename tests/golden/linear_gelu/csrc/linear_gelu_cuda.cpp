@@ -40,9 +40,10 @@ std::tuple<at::Tensor, at::Tensor> linear_gelu_cuda(const at::Tensor& x, const a
   const cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
   const auto activation = linear_gelu_op::activation(approximate);
   const int64_t rows = opgen::linear::row_count(x), features = weight.size(0);
-  at::Tensor out2 = out.view({rows, features});
-  const at::Tensor pre2 =
-      preactivation.numel() > 0 ? preactivation.view({rows, features}) : at::Tensor();
+  at::Tensor out2 = opgen::linear::as_rows(out, rows, features);
+  const at::Tensor pre2 = preactivation.numel() > 0
+                              ? opgen::linear::as_rows(preactivation, rows, features)
+                              : at::Tensor();
   const std::optional<at::Tensor> bias_ =
       bias.has_value() ? std::optional<at::Tensor>(bias->contiguous()) : std::nullopt;
   const bool fused = opgen::linear::lt::forward(activation, opgen::linear::rows_of(x).contiguous(),
@@ -64,10 +65,10 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> linear_gelu_backward_cuda(
   const cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
   const auto activation = linear_gelu_op::activation(approximate);
   const int64_t rows = opgen::linear::row_count(x), features = weight.size(0);
-  const at::Tensor grad2 = grad_out.reshape({rows, features});
+  const at::Tensor grad2 = opgen::linear::as_rows(grad_out, rows, features);
   const at::Tensor pre2 = !opgen::linear::keeps_preactivation(activation) ? at::Tensor()
                           : preactivation.numel() == out.numel() && out.numel() > 0
-                              ? preactivation.view({rows, features})
+                              ? opgen::linear::as_rows(preactivation, rows, features)
                               : opgen::linear::recompute_preactivation(x, weight, bias);
   need_bias = need_bias && grad_bias.numel() > 0;
   // The gradient at the pre-activation and, in the same pass, the bias gradient
