@@ -4,7 +4,10 @@
 #   sanitize  `opgen test --sanitize`, one op per process, all at once
 #   multi     only the multi-GPU tests (inputs on cuda:1, different GPUs refused, DDP over NCCL)
 #   bench     `opgen bench` of the named recipes, results tarred into $OUT/benchmarks.tar.gz
-#   quick     the norm ops against a device copy only, every row length (scripts/norm_quick_bench.py)
+#   quick     the norm ops against eager, torch.compile and a device copy, every row length
+#             (scripts/norm_quick_bench.py; its compile contender's caches are filled by QUICK_WARM
+#             processes, default 8, that start right after the build and overlap the tests;
+#             QUICK_ARGS: more options of the sweep, e.g. --compile-budget 200 or --no-compile)
 #   profile   the linear ops' training step, kernel by kernel against eager (scripts/linear_profile.py)
 # Device time is scarce, so one call does it all; logs and results land in $OUT. The workspace
 # lives in $GPU_WORK (default /tmp/opgen-gpu), so a second call on a warm machine rebuilds nothing.
@@ -64,20 +67,56 @@ done
 opgen build -j 16 "${ops[@]}" 2>&1 | tee -a "$OUT/build.log" | tail -15 || exit 1
 
 status=0
-# SANITIZE_OPS: the ops to sanitize (default: all named).
+warming=()
+if has_mode quick && [[ " ${QUICK_ARGS:-} " != *" --no-compile "* ]]; then
+  # The sweep's torch.compile contenders, compiled in the background (one share a process, two
+  # compile workers each) while the tests run; the sweep then loads them from inductor's cache.
+  # QUICK_WARM_TIMEOUT (seconds): stop a warm-up process (what it left uncompiled, the sweep compiles).
+  shares=${QUICK_WARM:-8}
+  for ((share = 0; share < shares; share++)); do
+    TORCHINDUCTOR_COMPILE_THREADS=2 timeout "${QUICK_WARM_TIMEOUT:-0}" \
+      python3 "$repo/scripts/norm_quick_bench.py" --warm "$share/$shares" \
+      "$work/generated_ops" "${ops[@]}" > "$OUT/warm-$share.log" 2>&1 &
+    warming+=($!)
+  done
+fi
+# SANITIZE_OPS: the ops to sanitize (default: all named). SANITIZE_TOOLS: the compute-sanitizer
+# tools to run (default: all three, one process an op), each in a process of its own (e.g.
+# "racecheck initcheck": two processes an op, at once).
 read -r -a sanitized <<< "${SANITIZE_OPS:-${ops[*]}}"
+read -r -a tools <<< "${SANITIZE_TOOLS:-all}"
+sanitizing=()
 if has_mode sanitize; then  # in the background: it overlaps the plain tests
   for op in "${sanitized[@]}"; do
-    # SANITIZE_TIMEOUT (seconds): stop a sanitizer run that would leave no time for what follows.
-    # SANITIZE_K: a pytest -k expression choosing the tools (e.g. memcheck); default all three.
-    ( timeout "${SANITIZE_TIMEOUT:-0}" opgen test "$op" --sanitize ${SANITIZE_K:+-k "$SANITIZE_K"} > "$OUT/sanitize-$op.log" 2>&1
-      echo "exit $?" >> "$OUT/sanitize-$op.log" ) &
+    for tool in "${tools[@]}"; do
+      # SANITIZE_TIMEOUT (seconds): stop a sanitizer run that would leave no time for what follows.
+      log="$OUT/sanitize-$op-$tool.log"
+      ( if [ "$tool" = all ]; then timeout "${SANITIZE_TIMEOUT:-0}" opgen test "$op" --sanitize
+        else timeout "${SANITIZE_TIMEOUT:-0}" opgen test "$op" --sanitize -k "$tool"; fi > "$log" 2>&1
+        echo "exit $?" >> "$log" ) &
+      sanitizing+=($!)
+    done
   done
 fi
 if has_mode test; then
-  # TEST_K: a pytest -k expression (e.g. cuda) to run only part of the tests.
-  opgen test "${ops[@]}" ${TEST_K:+-k "$TEST_K"} 2>&1 | tee "$OUT/test.log" | tail -25
-  [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
+  # TEST_K: a pytest -k expression (e.g. cuda) to run only part of the tests. TEST_SPLIT=1: one
+  # `opgen test` process an op, all at once (the GPU machine's cores run them side by side).
+  if [ "${TEST_SPLIT:-0}" = 1 ]; then
+    testing=()
+    for op in "${ops[@]}"; do
+      ( opgen test "$op" ${TEST_K:+-k "$TEST_K"} > "$OUT/test-$op.log" 2>&1; echo "exit $?" >> "$OUT/test-$op.log" ) &
+      testing+=($!)
+    done
+    wait "${testing[@]}"
+    for op in "${ops[@]}"; do
+      echo "== test $op: $(grep -E '^=+ .*(passed|failed|error)' "$OUT/test-$op.log" | tail -1)"
+      grep -q "^exit 0$" "$OUT/test-$op.log" || status=1
+    done
+    cat "$OUT"/test-*.log > "$OUT/test.log" && rm "$OUT"/test-*.log
+  else
+    opgen test "${ops[@]}" ${TEST_K:+-k "$TEST_K"} 2>&1 | tee "$OUT/test.log" | tail -25
+    [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
+  fi
   if grep -q "no CUDA GPU found" "$OUT/test.log"; then echo "CUDA tests were skipped on a GPU machine"; status=1; fi
 fi
 if has_mode multi; then
@@ -86,16 +125,25 @@ if has_mode multi; then
   if grep -q "needs two CUDA GPUs" "$OUT/multi.log"; then echo "multi-GPU tests were skipped"; status=1; fi
 fi
 if has_mode sanitize; then
-  wait
+  wait "${sanitizing[@]}"
   for op in "${sanitized[@]}"; do
-    echo "== sanitize $op: $(grep -E '^=+ .*(passed|failed|skipped|error)' "$OUT/sanitize-$op.log" | tail -1)"
-    grep -q "^exit 0$" "$OUT/sanitize-$op.log" || status=1
-    grep -q "skipped" "$OUT/sanitize-$op.log" && status=1
+    for tool in "${tools[@]}"; do
+      log="$OUT/sanitize-$op-$tool.log"
+      echo "== sanitize $op ($tool): $(grep -E '^=+ .*(passed|failed|skipped|error)' "$log" | tail -1) $(tail -1 "$log")"
+      grep -q "^exit 0$" "$log" || status=1
+      grep -q "skipped" "$log" && status=1
+    done
   done
   cat "$OUT"/sanitize-*.log > "$OUT/sanitize.log" && rm "$OUT"/sanitize-*.log
 fi
 if has_mode quick; then
-  python3 "$repo/scripts/norm_quick_bench.py" "$work/generated_ops" "${ops[@]}" 2>&1 | tee "$OUT/quick.log"
+  if [ ${#warming[@]} -gt 0 ]; then
+    began=$SECONDS
+    wait "${warming[@]}"
+    echo "== warm-up: waited $((SECONDS - began)) s after the tests"
+    cat "$OUT"/warm-*.log > "$OUT/warm.log" && rm "$OUT"/warm-*.log
+  fi
+  python3 "$repo/scripts/norm_quick_bench.py" "$work/generated_ops" "${ops[@]}" ${QUICK_ARGS:-} 2>&1 | tee "$OUT/quick.log"
 fi
 if has_mode profile; then
   for op in "${ops[@]}"; do

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <c10/util/BFloat16.h>
+#include <cuda_bf16.h>
 
 #include <cstdint>
 #include <cstring>
@@ -33,20 +34,45 @@ __device__ __forceinline__ void store_pack(T* ptr, const Pack<T, N>& pack) {
   *reinterpret_cast<Pack<T, N>*>(ptr) = pack;
 }
 
-// A 16-byte pack stored to global memory as one st.global.v4 instruction. store_pack leaves the
-// store to the compiler, which splits some packs whose elements were converted one at a time into
-// 2- and 4-byte stores (nvcc 13 for sm_90: the linear backward's bfloat16 packs went out as four
-// 4-byte stores, or six 2-byte and one 4-byte; several of norm.cuh's packs too), and a
-// memory-bound kernel then issues several store instructions per pack. The "memory" clobber keeps
-// the compiler from moving other memory accesses across the store, as an ordinary store would.
+// A pack stored to global memory, a 16-byte one as one st.global.v4 instruction. store_pack
+// leaves the store to the compiler, which splits some packs whose elements were converted one at
+// a time into 2- and 4-byte stores (nvcc 13 for sm_90: the linear backward's bfloat16 packs went
+// out as four 4-byte stores, or six 2-byte and one 4-byte; norm.cuh's bfloat16 y and dx packs, one
+// pack in eight forward and one in two backward, likewise), and a memory-bound kernel then issues
+// several store instructions per pack. The "memory" clobber keeps the compiler from moving other
+// memory accesses across the store, as an ordinary store would. Packs of other sizes (the
+// one-value paths) take the ordinary store.
 template <typename T, int N>
 __device__ __forceinline__ void store_pack_global(T* ptr, const Pack<T, N>& pack) {
-  static_assert(sizeof(Pack<T, N>) == 16, "store_pack_global stores 16-byte packs");
-  uint32_t words[4];
-  memcpy(words, &pack, sizeof(words));
-  asm volatile("st.global.v4.b32 [%0], {%1, %2, %3, %4};" ::"l"(ptr), "r"(words[0]), "r"(words[1]),
-               "r"(words[2]), "r"(words[3])
-               : "memory");
+  if constexpr (sizeof(Pack<T, N>) == 16) {
+    uint32_t words[4];
+    memcpy(words, &pack, sizeof(words));
+    asm volatile("st.global.v4.b32 [%0], {%1, %2, %3, %4};" ::"l"(ptr), "r"(words[0]),
+                 "r"(words[1]), "r"(words[2]), "r"(words[3])
+                 : "memory");
+  } else {
+    store_pack<T, N>(ptr, pack);
+  }
+}
+
+// A pack of T from N values of M, each rounded to nearest even as static_cast<T> rounds it.
+// bfloat16 rounds two values an instruction (cvt.rn.bf16x2.f32), where the element-wise cast
+// takes a conversion each and a permute to pair them: the same bits (NaN stays NaN), fewer
+// instructions in a bfloat16 kernel's store loop.
+template <typename T, int N, typename M>
+__device__ __forceinline__ Pack<T, N> narrow(const M (&values)[N]) {
+  Pack<T, N> pack;
+  if constexpr (std::is_same_v<T, c10::BFloat16> && std::is_same_v<M, float> && N % 2 == 0) {
+#pragma unroll
+    for (int j = 0; j < N; j += 2) {
+      const __nv_bfloat162 pair = __floats2bfloat162_rn(values[j], values[j + 1]);
+      memcpy(&pack.elem[j], &pair, sizeof(pair));
+    }
+  } else {
+#pragma unroll
+    for (int j = 0; j < N; ++j) pack.elem[j] = static_cast<T>(values[j]);
+  }
+  return pack;
 }
 
 // Element j of a pack as M (float for the 16-bit types). A bfloat16 is the top half of a float:
