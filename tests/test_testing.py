@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import subprocess
 import sys
 
@@ -108,3 +109,48 @@ def test_a_value_beyond_the_dtypes_range_may_be_pytorchs_own_result(dtype: torch
     suite(_in_float32).test_nan_and_infinities_propagate_as_in_the_reference("cpu", dtype)
     with pytest.raises(AssertionError, match="beyond the dtype's range"):
         suite(_zero_where_beyond).test_nan_and_infinities_propagate_as_in_the_reference("cpu", dtype)
+
+
+# -- a forward whose terms cancel (found by the H200 fuzz run: fuzz132) ----------------------------------
+def _cancelling(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    return torch.expm1(4 * torch.sigmoid(x**3)) + y
+
+
+def _sigmoid_rounded_once_more(v: torch.Tensor) -> torch.Tensor:
+    e = torch.exp(-v.abs())
+    reciprocal = 1 / (1 + e)
+    return torch.where(v >= 0, reciprocal, e * reciprocal)
+
+
+def _cancelling_another_order(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    # A faithful kernel that rounds as fuzz132's did: e^-|v| * 1/(1 + e^-|v|) for sigmoid.
+    x, y = x.float(), y.float()
+    return (torch.expm1(4 * _sigmoid_rounded_once_more(x**3)) + y).to(x.dtype)
+
+
+def _cancelling_off(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:  # wrong: y scaled by 1 + 1e-3
+    return _cancelling_another_order(x, y * 1.001)
+
+
+def test_a_forward_whose_terms_cancel_may_round_as_another_order_does() -> None:
+    # y + expm1(4 sigmoid(x^3)) is ~0.02 where both terms are ~20: an ulp of sigmoid more than
+    # PyTorch's rounding is 1e-6 in the result, beyond the bound at a few elements in a million
+    # (4 to 11 in each of 25 draws) where PyTorch's own float32 happened to land inside it.
+    from opgen.testing.tensor_op_suite import TensorOpSuite
+
+    def suite(op):  # type: ignore[no-untyped-def]
+        return type("Suite", (TensorOpSuite,), {"name": "suite", "inputs": ("x", "y"), "reference": _cancelling, "op": op})()
+
+    suite(_cancelling_another_order).test_forward_matches_reference("cpu", torch.float32, (1, 1048579), {})
+    with pytest.raises(AssertionError, match="elements differ from the reference"):
+        suite(_cancelling_off).test_forward_matches_reference("cpu", torch.float32, (1, 1048579), {})
+
+
+def test_a_finite_value_where_the_reference_is_infinite_fails() -> None:
+    from opgen.testing import assert_close_or_as_pytorch
+
+    expected = torch.tensor([1.0, math.inf, -math.inf], dtype=torch.float64)
+    tolerances = {torch.float32: (1e-5, 1e-6)}
+    assert_close_or_as_pytorch(expected.float(), expected, expected.float(), tolerances)
+    with pytest.raises(AssertionError, match="1 of 3 elements"):
+        assert_close_or_as_pytorch(torch.tensor([1.0, 3.0e38, -math.inf]), expected, None, tolerances)
