@@ -19,7 +19,7 @@ import shutil
 import tempfile
 import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import Any, Literal
 
@@ -157,9 +157,16 @@ def run_copier(
     ``failure(reason)``: the caller's error for what it was rendering or updating.
     """
     import copier  # here, not at the top: it takes a third of a second, which `opgen build` need not pay
+    from plumbum import local  # copier's own dependency: the environment copier runs git in
 
+    # A copy renders a folder that is no git repository (a scratch copy of a template, or a
+    # snapshot) into a new scratch folder, where git has nothing to do; yet copier, finding git on
+    # its PATH, asks it about both and about every file it writes (a dozen processes a render,
+    # a third of its time). Its PATH (plumbum's own copy of the environment) has no git for a copy.
+    # An update's merge is git's, and keeps it.
+    without_git = local.env(PATH=os.devnull) if command == "run_copy" else nullcontext()
     try:
-        with warnings.catch_warnings():
+        with warnings.catch_warnings(), without_git:
             warnings.simplefilter("ignore")  # copier's notes on template versions and dirty templates mean nothing here
             # unsafe: the template is opgen's own, and it loads opgen's Jinja extension (opgen.jinja_ext).
             getattr(copier, command)(*args, defaults=True, overwrite=True, quiet=True, unsafe=True, **options)
