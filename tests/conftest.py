@@ -31,6 +31,7 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
+import sys
 from collections.abc import Callable
 from functools import partial
 from pathlib import Path
@@ -42,6 +43,28 @@ from shared_build import SharedProject, made_once
 from opgen.render import TEMPLATE_ENV, new_op
 from opgen.rules import BuildRules
 from opgen.workspace import Workspace
+
+
+def _share_the_cores() -> None:
+    """Give each of pytest-xdist's processes its share of the cores for torch's CPU threads.
+
+    torch starts one OpenMP thread per core in every process, so two test processes (and the
+    pytest runs and Python stand-ins they start, which inherit the setting) oversubscribe CI's two
+    cores: OpenMP's waiting threads spin, which cost the fast tier a third of its CPU time. A
+    thread count the user set is kept.
+    """
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    if workers <= 1:
+        return
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    threads = str(max(1, cores // workers))
+    for variable in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ.setdefault(variable, threads)
+    if "torch" in sys.modules:  # imported already (a plugin): it read the variables at import
+        sys.modules["torch"].set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
+
+
+_share_the_cores()
 
 
 @pytest.fixture(scope="session")
