@@ -2,7 +2,8 @@
 
 pytest-xdist runs the suite in two processes (addopts: ``-n 2 --dist loadgroup``): tests go to
 whichever process is free, except that the tests of an ``xdist_group`` stay in one process, in
-file order. What many tests need is made once per run, not once per process: ``made_once``
+file order. Tests marked ``heavy`` (seconds each, though not ``slow``) are handed out first, so
+that both processes finish together. What many tests need is made once per run, not once per process: ``made_once``
 builds it in the folder both processes share, under a file lock, and every later caller finds it
 there.
 
@@ -65,6 +66,17 @@ def _share_the_cores() -> None:
 
 
 _share_the_cores()
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Tests marked ``heavy`` (seconds each) first, the rest in file order.
+
+    pytest-xdist hands tests out in this order (after the xdist groups, the largest first), so
+    the long ones start early and the two processes end together, on short tests, instead of
+    one running a long test while the other has finished. The sort is stable: an xdist group's
+    tests keep their order.
+    """
+    items.sort(key=lambda item: item.get_closest_marker("heavy") is None)
 
 
 @pytest.fixture(scope="session")

@@ -202,6 +202,7 @@ def stop_broken_stand_ins_at_their_first_failure(packages: Path, broken: list[st
     (packages / "conftest.py").write_text(_STOP_AT_THE_FIRST_FAILURE.format(packages=broken))
 
 
+@pytest.mark.heavy
 def test_generated_nan_and_inf_test_fails_every_wrong_output(
     workspace: Workspace, tmp_path: Path, rendered: Callable[..., Workspace]
 ) -> None:
@@ -302,6 +303,7 @@ _FORMULA_STAND_INS = {
 }
 
 
+@pytest.mark.heavy
 def test_generated_formula_tests_pass_right_ops_and_fail_wrong_ones(
     workspace: Workspace, tmp_path: Path, rendered: Callable[..., Workspace]
 ) -> None:

@@ -27,6 +27,7 @@ from opgen.workspace import ANSWERS_FILE, Workspace, read_answers
 
 REPO = Path(__file__).resolve().parent.parent
 runner = CliRunner()
+pytestmark = pytest.mark.heavy  # most tests here render twice and merge
 
 KERNEL = "softmax/csrc/softmax_cuda.cu"
 TESTS = "softmax/test_softmax.py"
