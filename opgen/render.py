@@ -19,7 +19,7 @@ import shutil
 import tempfile
 import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import Any, Literal
 
@@ -85,10 +85,13 @@ def template_dir() -> Path:
 
 
 def snapshot_id(template: Path) -> str:
-    """A short hash of the template's files (names and bytes): equal templates, equal ids."""
+    """A short hash of the template's files (names and bytes, caches aside): equal templates, equal ids.
+
+    Python's caches are left out as copies leave them out, so a template and its copies hash alike.
+    """
     digest = hashlib.sha256()
     for path in sorted(template.rglob("*")):
-        if path.is_file():
+        if path.is_file() and not any(_NOT_TEMPLATE("", [part]) for part in path.relative_to(template).parts):
             for part in (path.relative_to(template).as_posix().encode(), path.read_bytes()):
                 digest.update(len(part).to_bytes(8, "little") + part)
     return digest.hexdigest()[:12]
@@ -97,11 +100,24 @@ def snapshot_id(template: Path) -> str:
 def copy_template(destination: Path) -> str:
     """Copy the current template to ``destination`` (a new folder); return its snapshot id.
 
-    Everything renders from such a copy, so the snapshot kept is exactly the template used even
-    when the template folder changes meanwhile.
+    Renders use such a copy (or a snapshot: current_template), so the snapshot kept is exactly
+    the template used even when the template folder changes meanwhile.
     """
     shutil.copytree(template_dir(), destination, ignore=_NOT_TEMPLATE)
     return snapshot_id(destination)
+
+
+def current_template(root: Path, staging: Path) -> tuple[Path, str]:
+    """The current template to render from, for the workspace at ``root``, and its snapshot id.
+
+    The workspace's own snapshot of it where it holds one intact (its files hash to its id),
+    else a copy made in ``staging``: either way the files rendered are the snapshot recorded,
+    even when the template folder changes meanwhile. (A copy takes most of a small op's render.)
+    """
+    stored = snapshot_dir(root, snapshot_id(template_dir()))
+    if stored.is_dir() and snapshot_id(stored) == stored.name:
+        return stored, stored.name
+    return staging / "template", copy_template(staging / "template")
 
 
 def snapshot_dir(root: Path, snapshot: str) -> Path:
@@ -157,9 +173,16 @@ def run_copier(
     ``failure(reason)``: the caller's error for what it was rendering or updating.
     """
     import copier  # here, not at the top: it takes a third of a second, which `opgen build` need not pay
+    from plumbum import local  # copier's own dependency: the environment copier runs git in
 
+    # A copy renders a folder that is no git repository (a scratch copy of a template, or a
+    # snapshot) into a new scratch folder, where git has nothing to do; yet copier, finding git on
+    # its PATH, asks it about both and about every file it writes (a dozen processes a render,
+    # a third of its time). Its PATH (plumbum's own copy of the environment) has no git for a copy.
+    # An update's merge is git's, and keeps it.
+    without_git = local.env(PATH=os.devnull) if command == "run_copy" else nullcontext()
     try:
-        with warnings.catch_warnings():
+        with warnings.catch_warnings(), without_git:
             warnings.simplefilter("ignore")  # copier's notes on template versions and dirty templates mean nothing here
             # unsafe: the template is opgen's own, and it loads opgen's Jinja extension (opgen.jinja_ext).
             getattr(copier, command)(*args, defaults=True, overwrite=True, quiet=True, unsafe=True, **options)
@@ -446,10 +469,10 @@ def new_op(
         raise OpExists(name=name, path=str(target))
     render_workspace(workspace)
     with _staging_dir(workspace.path, f"new-{name}") as staging:
-        snapshot = copy_template(staging / "template")
+        template, snapshot = current_template(workspace.path, staging)
         rendered = staging / name
-        _run_copier(staging / "template", rendered, data, what=f"op '{name}'", snapshot=snapshot)
-        store_snapshot(staging / "template", workspace.path, snapshot)
+        _run_copier(template, rendered, data, what=f"op '{name}'", snapshot=snapshot)
+        store_snapshot(template, workspace.path, snapshot)
         if target.exists():
             # --force: swap the old folder out only once the new one is complete.
             retired = staging / f"{name}.replaced"

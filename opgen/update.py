@@ -14,7 +14,9 @@ folder inside a clean git repository. opgen builds both in a scratch folder for 
   repository holds each folder's two renders as "templates" that copy those files as they are
   (tags ``1.<n>`` and ``2.<n>``), so copier merges them and renders nothing itself. A folder whose
   two renders are the same files (the template's change is elsewhere) has nothing to merge: it
-  keeps its files and gets its new answers file without copier;
+  keeps its files and gets its new answers file without copier; one that holds its base render
+  untouched (the user edited none of its files) gets the current render, the merge's result,
+  without copier too;
 - the folder's files are copied into a scratch git repository, updated there, and only the
   files that changed are copied back, after every folder has been updated, each written beside
   its place first and renamed over it. A failure before that point changes nothing.
@@ -215,13 +217,21 @@ def update_ops(workspace: Workspace, ops: Iterable[str] = (), *, dry_run: bool =
             )
         # What the current template renders for each folder (the same render as its base when the
         # snapshot and answers are the base's). Where that is the base's render, the update has
-        # nothing to merge: the folder keeps its files and gets the new answers file, which is what
-        # copier's update would give, without its three renders and git runs.
+        # nothing to merge: the folder keeps its files and gets the new answers file. Where the
+        # folder holds its base's render untouched (no file of either render edited, added or
+        # deleted by the user), the merge is the current render. Either is what copier's update
+        # would give, without its three renders and git runs.
         current_files = [
             render(current, target, folder.failure, opgen_version=__version__, opgen_snapshot=snapshot)
             for folder, target in zip(folders, targets, strict=True)
         ]
-        to_merge = [index for index in range(len(folders)) if not _same_render(base_files[index], current_files[index])]
+        befores = [folder.files() for folder in folders]
+        same = [_same_render(base, now) for base, now in zip(base_files, current_files, strict=True)]
+        unedited = [
+            not same[index] and _unedited(befores[index], base_files[index], current_files[index])
+            for index in range(len(folders))
+        ]
+        to_merge = [index for index in range(len(folders)) if not same[index] and not unedited[index]]
         # One repository for the folders to merge: each one's base tagged 1.<its index>, and its
         # current render 2.<its index>, both as templates that copy those files as they are.
         repo = (
@@ -242,11 +252,13 @@ def update_ops(workspace: Workspace, ops: Iterable[str] = (), *, dry_run: bool =
         sources: dict[str, Path] = {}  # updated file (relative to the workspace) -> its new content
         stranded: dict[str, tuple[str, str]] = {}  # edits that cannot carry over: path -> (why, the edit)
         for index, folder in enumerate(folders):
-            before = folder.files()
+            before = befores[index]
             missing = legacy[index][1] if index in legacy else {}
             if repo is not None and index in to_merge:
                 work = scratch / "work" / str(index) / folder.name
                 after = _copier_update(folder, before, missing, work, repo, index, targets[index])
+            elif unedited[index]:
+                after = {name: path for name, path in before.items() if name not in base_files[index]} | current_files[index]
             else:
                 after = {**before, **missing, ANSWERS_FILE: current_files[index][ANSWERS_FILE]}
             outcome = _outcome(folder, before, after, base_files[index], current_files[index])
@@ -640,6 +652,22 @@ def _same_render(base: Mapping[str, Path], current: Mapping[str, Path]) -> bool:
         and _executable(base[name]) == _executable(current[name])
         for name in names
     )
+
+
+def _unedited(files: Mapping[str, Path], base: Mapping[str, Path], current: Mapping[str, Path]) -> bool:
+    """Whether a folder's ``files`` hold its ``base`` render as rendered, and nothing where ``current`` renders a file.
+
+    Every file of the base is there with its bytes and executable bit, and no file the current
+    render adds was made by the user: a three-way merge of such a folder is the current render
+    (the answers files aside: the current render's is the record).
+    """
+    rendered = base.keys() - {ANSWERS_FILE}
+    return all(
+        name in files
+        and files[name].read_bytes() == base[name].read_bytes()
+        and _executable(files[name]) == _executable(base[name])
+        for name in rendered
+    ) and not any(name in files for name in current.keys() - base.keys() - {ANSWERS_FILE})
 
 
 def _executable(path: Path) -> bool:

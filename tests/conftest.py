@@ -2,7 +2,8 @@
 
 pytest-xdist runs the suite in two processes (addopts: ``-n 2 --dist loadgroup``): tests go to
 whichever process is free, except that the tests of an ``xdist_group`` stay in one process, in
-file order. What many tests need is made once per run, not once per process: ``made_once``
+file order. Tests marked ``heavy`` (seconds each, though not ``slow``) are handed out first, so
+that both processes finish together. What many tests need is made once per run, not once per process: ``made_once``
 builds it in the folder both processes share, under a file lock, and every later caller finds it
 there.
 
@@ -31,6 +32,7 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
+import sys
 from collections.abc import Callable
 from functools import partial
 from pathlib import Path
@@ -42,6 +44,39 @@ from shared_build import SharedProject, made_once
 from opgen.render import TEMPLATE_ENV, new_op
 from opgen.rules import BuildRules
 from opgen.workspace import Workspace
+
+
+def _share_the_cores() -> None:
+    """Give each of pytest-xdist's processes its share of the cores for torch's CPU threads.
+
+    torch starts one OpenMP thread per core in every process, so two test processes (and the
+    pytest runs and Python stand-ins they start, which inherit the setting) oversubscribe CI's two
+    cores: OpenMP's waiting threads spin, which cost the fast tier a third of its CPU time. A
+    thread count the user set is kept.
+    """
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    if workers <= 1:
+        return
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    threads = str(max(1, cores // workers))
+    for variable in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ.setdefault(variable, threads)
+    if "torch" in sys.modules:  # imported already (a plugin): it read the variables at import
+        sys.modules["torch"].set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
+
+
+_share_the_cores()
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Tests marked ``heavy`` (seconds each) first, the rest in file order.
+
+    pytest-xdist hands tests out in this order (after the xdist groups, the largest first), so
+    the long ones start early and the two processes end together, on short tests, instead of
+    one running a long test while the other has finished. The sort is stable: an xdist group's
+    tests keep their order.
+    """
+    items.sort(key=lambda item: item.get_closest_marker("heavy") is None)
 
 
 @pytest.fixture(scope="session")

@@ -146,6 +146,7 @@ def _graphs_captured_by(compile_for: Any, shapes: list[tuple[int, ...]], monkeyp
     return dynamic
 
 
+@pytest.mark.heavy
 def test_the_compile_contender_is_static_for_every_shape_of_a_sweep(monkeypatch: pytest.MonkeyPatch) -> None:
     shapes = [(4, 8), (16, 8), (64, 32)]
     assert _graphs_captured_by(bench.compiled_for_this_shape, shapes, monkeypatch) == [False, False, False]

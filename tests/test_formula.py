@@ -456,6 +456,7 @@ def test_fuzz_a_condition_of_numbers_only_is_refused_at_once() -> None:
         parse_formula("where(2 != rsqrt(softplus(1.5) + 0.25), x, y)")
 
 
+@pytest.mark.heavy
 def test_fuzz_conditions_sympy_folds_into_if_then_else_print() -> None:
     # Found by the fuzzer: a where() inside a comparison becomes sympy's ITE, which no printer knew.
     code = render_formula(parse_formula("(z + (max((y + x), where(x != z, z, y)) / ((z**3 + z**2)**2 + 1)))"))

@@ -12,10 +12,10 @@ from pathlib import Path
 import copier
 import pytest
 
-from opgen import __version__
+from opgen import __version__, render
 from opgen.errors import OpExists, RenderError
-from opgen.render import missing_shared_headers, new_op, render_workspace, template_dir
-from opgen.workspace import Workspace
+from opgen.render import copy_template, missing_shared_headers, new_op, render_workspace, template_dir
+from opgen.workspace import Workspace, read_answers
 
 JINJA_RESIDUE = re.compile(r"\{\{|\{%|\{#|%\}|#\}")
 
@@ -202,6 +202,7 @@ def stop_broken_stand_ins_at_their_first_failure(packages: Path, broken: list[st
     (packages / "conftest.py").write_text(_STOP_AT_THE_FIRST_FAILURE.format(packages=broken))
 
 
+@pytest.mark.heavy
 def test_generated_nan_and_inf_test_fails_every_wrong_output(
     workspace: Workspace, tmp_path: Path, rendered: Callable[..., Workspace]
 ) -> None:
@@ -234,6 +235,29 @@ def test_generated_nan_and_inf_test_fails_every_wrong_output(
         outcomes.setdefault(name, set()).add(outcome)
     assert outcomes["relu"] == {"PASSED"} and outcomes["row_op"] == {"PASSED"}, result.stdout[-3000:]
     assert all("FAILED" in outcomes[name] for name in broken), (outcomes, result.stdout[-3000:])
+
+
+def test_ops_render_from_the_workspaces_snapshot_of_the_template_only_while_it_is_intact(
+    workspace: Workspace, rendered: Callable[..., Workspace], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    rendered(workspace.path, "relu")
+    stored = render.snapshot_dir(workspace.path, str(read_answers(workspace.path / "relu")["_commit"]))
+    copies: list[Path] = []
+
+    def recorded_copy(destination: Path) -> str:
+        copies.append(destination)
+        return copy_template(destination)
+
+    monkeypatch.setattr(render, "copy_template", recorded_copy)
+    # The workspace holds the current template's snapshot: the next op renders from it, no copy made.
+    new_op("gelu", workspace=workspace)
+    assert copies == [] and read_answers(workspace.path / "gelu")["_commit"] == stored.name
+    # An edited snapshot is no longer the template its id names: a render copies the template instead.
+    reference = stored / "ops" / "elementwise" / "reference.py.jinja"
+    reference.write_text(reference.read_text() + "# an edit of the snapshot\n")
+    new_op("my_op", kind="elementwise", workspace=workspace)
+    assert len(copies) == 1 and "an edit of the snapshot" not in (workspace.path / "my_op" / "reference.py").read_text()
+    assert read_answers(workspace.path / "my_op")["_commit"] == stored.name
 
 
 def test_workspace_render_never_overwrites_a_users_file(tmp_path: Path) -> None:
@@ -302,6 +326,7 @@ _FORMULA_STAND_INS = {
 }
 
 
+@pytest.mark.heavy
 def test_generated_formula_tests_pass_right_ops_and_fail_wrong_ones(
     workspace: Workspace, tmp_path: Path, rendered: Callable[..., Workspace]
 ) -> None:

@@ -33,6 +33,7 @@ def test_non_contiguous_keeps_values() -> None:
     assert not view.is_contiguous() and torch.equal(view, tensor)
 
 
+@pytest.mark.heavy
 def test_what_generated_tests_import_loads_no_build_machinery() -> None:
     # A generated test imports opgen.testing (and its bench opgen.bench): neither may pull in the
     # build, rendering, the CLI or their libraries, which cost startup time in every test process.

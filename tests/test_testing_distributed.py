@@ -8,6 +8,8 @@ import pytest
 
 from opgen.testing.distributed import check_ddp_training_step
 
+pytestmark = pytest.mark.heavy  # each starts two processes
+
 
 def test_an_op_that_matches_its_reference_passes(tmp_path: Path) -> None:
     check_ddp_training_step(

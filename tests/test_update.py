@@ -27,6 +27,7 @@ from opgen.workspace import ANSWERS_FILE, Workspace, read_answers
 
 REPO = Path(__file__).resolve().parent.parent
 runner = CliRunner()
+pytestmark = pytest.mark.heavy  # most tests here render twice and merge
 
 KERNEL = "softmax/csrc/softmax_cuda.cu"
 TESTS = "softmax/test_softmax.py"
@@ -151,6 +152,37 @@ def test_update_keeps_user_edits_and_applies_template_changes(
     assert math.read_text().endswith("// my relu note\n")
     assert read_answers(workspace.path / "relu")["_commit"] == new_snapshot
     assert [p.name for p in (workspace.path / SNAPSHOTS).iterdir()] == [new_snapshot]
+
+
+def test_only_a_folder_holding_its_render_untouched_takes_the_new_render_unmerged(tmp_path: Path) -> None:
+    from opgen.update import _unedited
+
+    base, current, mine = tmp_path / "base", tmp_path / "current", tmp_path / "mine"
+    for folder, files in ((base, {"a.py": "a\n", "b.h": "b\n"}), (current, {"a.py": "a2\n", "b.h": "b\n", "new.h": "n\n"})):
+        for name, text in files.items():
+            (folder / name).parent.mkdir(parents=True, exist_ok=True)
+            (folder / name).write_text(text)
+    shutil.copytree(base, mine)
+    (mine / "notes.md").write_text("my own file\n")
+
+    def unedited() -> bool:
+        files = {path.name: path for path in mine.iterdir()}
+        return _unedited(files, {p.name: p for p in base.iterdir()}, {p.name: p for p in current.iterdir()})
+
+    assert unedited()  # the render as it was, and a file of the user's that neither render has
+    (mine / "a.py").write_text("a, edited\n")
+    assert not unedited()
+    (mine / "a.py").write_text("a\n")
+    (mine / "b.h").chmod(0o755)  # the executable bit: the one mode a merge carries
+    assert not unedited()
+    (mine / "b.h").chmod(0o644)
+    (mine / "b.h").unlink()  # a rendered file deleted
+    assert not unedited()
+    (mine / "b.h").write_text("b\n")
+    (mine / "new.h").write_text("mine\n")  # where the current template adds a file: the user's would be replaced
+    assert not unedited()
+    (mine / "new.h").unlink()
+    assert unedited()
 
 
 def test_a_colliding_edit_is_left_as_conflict_markers_listed_and_exits_1(
@@ -403,7 +435,9 @@ def read_answers_text(text: str) -> dict[str, object]:
     return answers
 
 
-def test_the_previous_release_updates_to_the_current_layout_keeping_the_users_edits(tmp_path: Path) -> None:
+def test_the_previous_release_updates_to_the_current_layout_keeping_the_users_edits(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     # What the update must give: the current template's fresh render, with the user's edits made to it.
     fresh = fresh_render(tmp_path / "fresh")
     workspace = previous_release(tmp_path / "old")
@@ -412,12 +446,23 @@ def test_the_previous_release_updates_to_the_current_layout_keeping_the_users_ed
     for root in (fresh.path, workspace.path):
         for path, rendered, yours in MATH_EDITS:
             edit(root, path, rendered, yours)
-        (root / "relu" / "NOTES.md").write_text("my own file\n")
+        for op in ("relu", "row_op"):  # an edited op and one as rendered: the user's own file stays in both
+            (root / op / "NOTES.md").write_text("my own file\n")
     (workspace.path / "swish_gate" / "reference.py").chmod(0o640)  # the merge must not reset it
+    real_update, merged = copier.run_update, []
+
+    def recording_update(destination: str, **kwargs: object) -> object:
+        merged.append(Path(destination).name)
+        return real_update(destination, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(copier, "run_update", recording_update)
 
     result = runner.invoke(app, ["update", "-w", str(workspace.path)])
 
     assert result.exit_code == 0, result.output
+    # Only the edited ops needed copier's merge: the shared files, row_op and softmax held their
+    # renders untouched, and took the current render as they were.
+    assert sorted(merged) == ["relu", "swish_gate"]
     # Every file is what the current template renders afresh, but for the user's edits, which carried over.
     updated, expected = workspace_files(workspace.path), workspace_files(fresh.path)
     assert sorted(updated) == sorted(expected)
