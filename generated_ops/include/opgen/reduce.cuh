@@ -10,6 +10,7 @@
 #include <cstring>
 #include <type_traits>
 
+#include "opgen/fast_math.h"
 #include "opgen/launch.cuh"
 
 namespace opgen {
@@ -110,28 +111,9 @@ __device__ __forceinline__ T block_allreduce_with(T value, Combine combine, T id
   return group_allreduce_with<kBlockSize>(value, combine, identity, scratch);
 }
 
-// log2(e), for exp(x) as exp2(x * kLog2e).
+// log2(e), for exp(x) as exp2(x * kLog2e) (exp2_ftz: opgen/fast_math.h).
 template <typename T>
 constexpr T kLog2e = T(1.4426950408889634);
-
-// 2^x with results below 2^-126 flushed to zero: for a float, the single MUFU.EX2 of
-// ex2.approx.ftz (2 ulp). exp2f wraps the same instruction in three more that keep subnormal
-// results; without them a softmax output under 1.2e-38 is 0 rather than subnormal, and on an
-// H200 the forward gained 3 to 5 points of copy bandwidth on rows of 32768 to 262144. A double
-// takes exp2.
-__device__ __forceinline__ float exp2_ftz(float x) {
-#ifdef __CUDA_ARCH__
-  float result;
-  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(result) : "f"(x));
-  return result;
-#else
-  return exp2f(x);
-#endif
-}
-
-__device__ __forceinline__ double exp2_ftz(double x) {
-  return exp2(x);
-}
 
 // Online softmax normalizer (Milakov & Gimelshein, "Online normalizer calculation for softmax",
 // 2018): the max of some values and the sum of exp(value - max). Two of them merge without
