@@ -186,6 +186,25 @@ class TestLinearGelu(GradientSuite, OptionalTensorsSuite, SeveralTensorsSuite):
         assert_close(x.grad, reference_x.grad, self.tolerances, dtype=torch.float32)
 
     @on_devices
+    def test_compiled_autograd_traces_the_backward(self, device: str) -> None:
+        # torch._dynamo.compiled_autograd traces the whole backward graph, our node included
+        # (its compiled_args and apply_with_saved): the gradients of x, weight and bias as eager's.
+        from torch._dynamo import compiled_autograd
+
+        arguments = self.arguments(self.shapes[-1], torch.float32, device)
+        names = [name for name in ("x", "weight", "bias") if isinstance(arguments.get(name), torch.Tensor)]
+        for name in names:
+            arguments[name].requires_grad_()
+        grad = torch.randn_like(self.op(**arguments))
+        expected = torch.autograd.grad(self.op(**arguments), [arguments[name] for name in names], grad)
+        torch._dynamo.reset()
+        backend = "inductor" if torch.device(device).type == "cuda" else "aot_eager"
+        with compiled_autograd._enable(torch.compile(backend=backend, fullgraph=True)):
+            self.op(**arguments).backward(grad)
+        for name, e in zip(names, expected, strict=True):
+            assert_close(arguments[name].grad, e.double(), self.tolerances, dtype=torch.float32)
+
+    @on_devices
     @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
     def test_exact_gelu(self, device: str, dtype: torch.dtype) -> None:
         # approximate="none": the biased GEMM, then exact GELU (cuBLASLt's GELU epilogue is the tanh form).

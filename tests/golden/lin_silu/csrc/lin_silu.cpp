@@ -9,6 +9,7 @@
 #include <torch/csrc/autograd/function.h>
 #include <torch/csrc/autograd/functions/utils.h>
 #include <torch/csrc/autograd/saved_variable.h>
+#include <torch/csrc/dynamo/compiled_autograd.h>
 #include <torch/library.h>
 
 #include <mutex>
@@ -87,6 +88,30 @@ struct LinSiluBackward : public torch::autograd::TraceableFunction {
     if (need_weight) gradients[1] = grad_weight;
     if (need_bias) gradients[2] = grad_bias;
     return gradients;
+  }
+
+  // Compiled autograd (torch._dynamo.compiled_autograd) traces the backward through these two:
+  // the node's attributes, then apply() with the saved tensors swapped for the trace's.
+  void compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const override {
+    args.collect(x_, false);
+    args.collect(weight_, false);
+    args.collect(bias_, false);
+    args.collect(preactivation_, false);
+  }
+
+  torch::autograd::variable_list apply_with_saved(
+      const torch::autograd::variable_list& grads,
+      torch::dynamo::autograd::SwapSavedVariables& saved) override {
+    saved.before(x_);
+    saved.before(weight_);
+    saved.before(bias_);
+    saved.before(preactivation_);
+    torch::autograd::variable_list result = apply(torch::autograd::variable_list(grads));
+    saved.after(x_);
+    saved.after(weight_);
+    saved.after(bias_);
+    saved.after(preactivation_);
+    return result;
   }
 
   void release_variables() override {
