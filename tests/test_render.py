@@ -14,7 +14,7 @@ import pytest
 
 from opgen import __version__, render
 from opgen.errors import OpExists, RenderError
-from opgen.render import copy_template, missing_shared_headers, new_op, render_workspace, template_dir
+from opgen.render import copy_template, missing_shared_headers, new_op, render_workspace, snapshot_id, template_dir
 from opgen.workspace import Workspace, read_answers
 
 JINJA_RESIDUE = re.compile(r"\{\{|\{%|\{#|%\}|#\}")
@@ -237,6 +237,16 @@ def test_generated_nan_and_inf_test_fails_every_wrong_output(
     assert all("FAILED" in outcomes[name] for name in broken), (outcomes, result.stdout[-3000:])
 
 
+def _differing(snapshot: Path) -> list[str]:
+    """The files in which ``snapshot`` and the current template differ (for a failure's message)."""
+
+    def files(root: Path) -> dict[str, bytes]:
+        return {p.relative_to(root).as_posix(): p.read_bytes() for p in root.rglob("*") if p.is_file()}
+
+    ours, theirs = files(snapshot), files(render.template_dir())
+    return sorted(name for name in ours.keys() | theirs.keys() if ours.get(name) != theirs.get(name))
+
+
 def test_ops_render_from_the_workspaces_snapshot_of_the_template_only_while_it_is_intact(
     workspace: Workspace, rendered: Callable[..., Workspace], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -251,7 +261,8 @@ def test_ops_render_from_the_workspaces_snapshot_of_the_template_only_while_it_i
     monkeypatch.setattr(render, "copy_template", recorded_copy)
     # The workspace holds the current template's snapshot: the next op renders from it, no copy made.
     new_op("gelu", workspace=workspace)
-    assert copies == [] and read_answers(workspace.path / "gelu")["_commit"] == stored.name
+    ids = {"recorded": stored.name, "stored": snapshot_id(stored), "template": snapshot_id(render.template_dir())}
+    assert copies == [] and read_answers(workspace.path / "gelu")["_commit"] == stored.name, (ids, _differing(stored))
     # An edited snapshot is no longer the template its id names: a render copies the template instead.
     reference = stored / "ops" / "elementwise" / "reference.py.jinja"
     reference.write_text(reference.read_text() + "# an edit of the snapshot\n")
