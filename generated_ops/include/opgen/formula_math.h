@@ -51,16 +51,29 @@ C10_HOST_DEVICE T tanh(T value) {
   }
 }
 
+// e = e^-m and 1 / (1 + e), for m >= 0, with the fast approximations: what sigmoid and
+// sigmoid_grad (m = |v|), sech2 and tanh_beside_sech2 (m = 2|v|) of 16-bit outputs build on. Where
+// a formula calls several of them on one argument (x * sigmoid(x) and its derivative; tanh and
+// sech^2 in the derivative of anything with a tanh), the compiler computes these once.
+template <typename T>
+struct ExpOfMinus {
+  T e;
+  T reciprocal;  // 1 / (1 + e)
+};
+
+template <typename T>
+C10_HOST_DEVICE ExpOfMinus<T> exp_of_minus(T magnitude) {
+  const T e = opgen::fast_exp(-magnitude);
+  return {e, opgen::fast_reciprocal(T(1) + e)};
+}
+
 // 1 / (1 + e^-v): saturates to 0 or 1 without NaN, as torch.sigmoid. 16-bit outputs take it from
-// e = e^-|v| and 1 / (1 + e), as sigmoid_grad(v) does (and softplus(v) e): where a formula needs
-// several of them (x * sigmoid(x) and its derivative; softplus and its derivative), the compiler
-// computes the exp and the reciprocal once. Other types keep the literal form, one rounding
+// exp_of_minus(|v|) (softplus(v) shares its e). Other types keep the literal form, one rounding
 // fewer for negative v (fuzz132's float32 tests, expm1(4 sigmoid(x^3)) + y, failed without it).
 template <bool kFast, typename T>
 C10_HOST_DEVICE T sigmoid(T value) {
   if constexpr (kFast) {
-    const T e = exp<kFast>(-std::abs(value));
-    const T reciprocal = opgen::fast_reciprocal(T(1) + e);
+    const auto [e, reciprocal] = exp_of_minus(std::abs(value));
     return value >= T(0) ? reciprocal
                          : e * reciprocal;  // NaN fails the test: e * reciprocal is NaN
   } else {
@@ -85,11 +98,11 @@ C10_HOST_DEVICE T ipow(T base) {
 // formula (fuzz126: 9 expm1(3 tanh x)^2 e^(3 tanh x) sech^2 x, 0 instead of 0.02 at x = 8).
 template <bool kFast, typename T>
 C10_HOST_DEVICE T sigmoid_grad(T value) {
-  const T e = exp<kFast>(-std::abs(value));
   if constexpr (kFast) {
-    const T reciprocal = opgen::fast_reciprocal(T(1) + e);  // as sigmoid(value)'s
+    const auto [e, reciprocal] = exp_of_minus(std::abs(value));
     return e * reciprocal * reciprocal;
   } else {
+    const T e = exp<kFast>(-std::abs(value));
     const T denominator = T(1) + e;
     return e / (denominator * denominator);
   }
@@ -97,28 +110,26 @@ C10_HOST_DEVICE T sigmoid_grad(T value) {
 
 template <bool kFast, typename T>
 C10_HOST_DEVICE T sech2(T value) {
-  const T e = exp<kFast>(T(-2) * std::abs(value));
   if constexpr (kFast) {
-    // The same e and reciprocal as tanh_beside_sech2(value): computed once where both are.
-    const T reciprocal = opgen::fast_reciprocal(T(1) + e);
+    const auto [e, reciprocal] = exp_of_minus(T(2) * std::abs(value));
     return T(4) * e * reciprocal * reciprocal;
   } else {
+    const T e = exp<kFast>(T(-2) * std::abs(value));
     const T denominator = T(1) + e;
     return T(4) * e / (denominator * denominator);
   }
 }
 
 // tanh(v) where the same function also computes sech2(v), as the derivative of anything with a
-// tanh does (opgen/formula prints it there). 16-bit outputs take it from sech2's e^-2|v| and
-// 1 / (1 + e), which the compiler then computes once: the separate approximate tanh would be a
-// third special-function instruction, and those, not memory, bound a backward like mish's on the
-// GPU. Other types: std::tanh.
+// tanh does (opgen/formula prints it there). 16-bit outputs take it from sech2's
+// exp_of_minus(2|v|), which the compiler then computes once: the separate approximate tanh would
+// be a third special-function instruction, and those, not memory, bound a backward like mish's on
+// the GPU. Other types: std::tanh.
 template <bool kFast, typename T>
 C10_HOST_DEVICE T tanh_beside_sech2(T value) {
   if constexpr (kFast) {
     const T magnitude = std::abs(value);
-    const T e = exp<kFast>(T(-2) * magnitude);
-    const T reciprocal = opgen::fast_reciprocal(T(1) + e);
+    const auto [e, reciprocal] = exp_of_minus(T(2) * magnitude);
     // Below 2^-8, 1 - e keeps too few digits (ex2.approx's error is 2^-22 of 1), and v itself
     // is tanh(v) to 2^-17.
     return magnitude < T(1.0 / 256) ? value : std::copysign((T(1) - e) * reciprocal, value);
