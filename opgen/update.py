@@ -645,13 +645,7 @@ def _outcome(
 def _same_render(base: Mapping[str, Path], current: Mapping[str, Path]) -> bool:
     """Whether two renders hold the same files (names, bytes, executable bits), answers files aside."""
     names = (base.keys() | current.keys()) - {ANSWERS_FILE}
-    return all(
-        name in base
-        and name in current
-        and base[name].read_bytes() == current[name].read_bytes()
-        and _executable(base[name]) == _executable(current[name])
-        for name in names
-    )
+    return all(name in base and name in current and _same_file(base[name], current[name]) for name in names)
 
 
 def _unedited(files: Mapping[str, Path], base: Mapping[str, Path], current: Mapping[str, Path]) -> bool:
@@ -662,12 +656,14 @@ def _unedited(files: Mapping[str, Path], base: Mapping[str, Path], current: Mapp
     (the answers files aside: the current render's is the record).
     """
     rendered = base.keys() - {ANSWERS_FILE}
-    return all(
-        name in files
-        and files[name].read_bytes() == base[name].read_bytes()
-        and _executable(files[name]) == _executable(base[name])
-        for name in rendered
-    ) and not any(name in files for name in current.keys() - base.keys() - {ANSWERS_FILE})
+    return all(name in files and _same_file(files[name], base[name]) for name in rendered) and not any(
+        name in files for name in current.keys() - base.keys() - {ANSWERS_FILE}
+    )
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    """The same bytes and executable bit: what makes two files one to git, and so to copier's merge."""
+    return a.read_bytes() == b.read_bytes() and _executable(a) == _executable(b)
 
 
 def _executable(path: Path) -> bool:

@@ -145,12 +145,15 @@ def assert_close_or_as_pytorch(
     assert actual.shape == expected.shape, f"shape {tuple(actual.shape)} != expected {tuple(expected.shape)}"
     got = actual.detach().to(device="cpu", dtype=torch.float64)
     want = expected.detach().to(device="cpu", dtype=torch.float64)
-    # An infinity or NaN of the reference is matched exactly (|finite - inf| <= rtol * inf would pass).
-    bound = torch.where(torch.isfinite(want), atol + rtol * want.abs(), -1.0)
+
+    def bound_of(b: torch.Tensor) -> torch.Tensor:
+        # An infinity or NaN of b is matched exactly (|finite - inf| <= rtol * inf would pass).
+        return torch.where(torch.isfinite(b), atol + rtol * b.abs(), -1.0)
 
     def within(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-        return ((a - b).abs() <= atol + rtol * b.abs()) & torch.isfinite(b) | same_or_both_nan(a, b)
+        return ((a - b).abs() <= bound_of(b)) | same_or_both_nan(a, b)
 
+    bound = bound_of(want)
     good = within(got, want)
     if as_pytorch is not None:
         pytorch = as_pytorch.detach().to(device="cpu", dtype=dtype).to(torch.float64)
