@@ -309,6 +309,165 @@ __global__ void __launch_bounds__(Shape::kThreads, 1)
   }
 }
 
+// The Hopper path (sm_90a, float16/bfloat16, large grids): each block computes a kBlockM x
+// kBlockN tile of C with three warpgroups. Warpgroup 0 is the producer: one thread issues TMA
+// copies of each kBlockK slice of A and B into a ring of kStages 128-byte-swizzled stages, each
+// completing on that stage's `full` barrier. Warpgroups 1 and 2 are the consumers: each multiplies
+// its 64 rows of A by all of B with wgmma straight from shared memory (four m64n256k16 a slice),
+// keeps one slice's MMAs in flight while it waits for the one before, and then hands that stage
+// back to the producer through its `empty` barrier. The building blocks (descriptors, TMA,
+// mbarriers, which thread holds which accumulator) are tensor_core.cuh's Hopper section.
+struct HopperShape {
+  static constexpr int kBlockM = 128, kBlockN = 256, kBlockK = 64, kStages = 4, kConsumers = 2;
+  static constexpr int kThreads = 128 * (kConsumers + 1);
+  static_assert(kBlockM == 64 * kConsumers, "each consumer warpgroup owns 64 rows (one wgmma's m)");
+};
+
+template <bool kATransposed>
+using HopperTileA =
+    opgen::tc::WgmmaTile<HopperShape::kBlockM, !kATransposed>;  // K-major unless stored (k, m)
+template <bool kBTransposed>
+using HopperTileB =
+    opgen::tc::WgmmaTile<HopperShape::kBlockN, kBTransposed>;  // K-major when stored (n, k)
+
+// Shared memory of one block: the stages, and 1024 bytes to align them to the swizzle's atoms.
+constexpr int kHopperSharedBytes = HopperShape::kStages *
+                                       (HopperShape::kBlockM + HopperShape::kBlockN) *
+                                       HopperShape::kBlockK * 2 +
+                                   1024;
+
+// kATransposed: A stored as (k, m) (a .mT() view); kBTransposed: B stored as (n, k). The tensor
+// maps describe A and B as stored, (batch, outer, inner).
+template <typename scalar_t, bool kATransposed, bool kBTransposed>
+__global__ void OPGEN_WGMMA_LAUNCH_BOUNDS(HopperShape::kThreads)
+    wgmma_gemm_kernel(const __grid_constant__ CUtensorMap a_map,
+                      const __grid_constant__ CUtensorMap b_map, scalar_t* __restrict__ c,
+                      int64_t m, int64_t n, int64_t k, int64_t batch0, Epilogue epilogue) {
+#if OPGEN_TC_WGMMA
+  namespace tc = opgen::tc;
+  using TileA = HopperTileA<kATransposed>;
+  using TileB = HopperTileB<kBTransposed>;
+  constexpr int kStages = HopperShape::kStages, kBlockK = HopperShape::kBlockK;
+  extern __shared__ unsigned char shared_bytes[];
+  __shared__ uint64_t full[kStages], empty[kStages];
+  unsigned char* stages = shared_bytes + ((1024 - tc::shared_address(shared_bytes) % 1024) % 1024);
+  unsigned char* a_stages = stages;
+  unsigned char* b_stages = stages + kStages * TileA::kBytes;
+
+  const int warpgroup = static_cast<int>(threadIdx.x) / 128;
+  const int64_t batch = batch0 + blockIdx.y;
+  int64_t tile_m, tile_n;
+  block_tile((m + HopperShape::kBlockM - 1) / HopperShape::kBlockM,
+             (n + HopperShape::kBlockN - 1) / HopperShape::kBlockN, tile_m, tile_n);
+  const int64_t m0 = tile_m * HopperShape::kBlockM, n0 = tile_n * HopperShape::kBlockN;
+  const int64_t slices = (k + kBlockK - 1) / kBlockK;
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < kStages; ++s) {
+      tc::mbarrier_init(&full[s], 1);                             // the producer's expect_tx
+      tc::mbarrier_init(&empty[s], 4 * HopperShape::kConsumers);  // one arrival a consumer warp
+    }
+    tc::mbarrier_init_fence();
+  }
+  __syncthreads();
+
+  if (warpgroup == 0) {  // producer
+    tc::warpgroup_registers_decrease<40>();
+    if (threadIdx.x == 0) {
+      for (int64_t slice = 0; slice < slices; ++slice) {
+        const int stage = static_cast<int>(slice % kStages);
+        tc::mbarrier_wait(&empty[stage], static_cast<uint32_t>((slice / kStages) & 1) ^ 1);
+        tc::mbarrier_arrive_expect_tx(&full[stage], TileA::kBytes + TileB::kBytes);
+        const int k0 = static_cast<int>(slice * kBlockK);
+        unsigned char* a_tile = a_stages + stage * TileA::kBytes;
+        unsigned char* b_tile = b_stages + stage * TileB::kBytes;
+#pragma unroll
+        for (int box = 0; box < TileA::kBoxes; ++box) {
+          if constexpr (kATransposed) {  // stored (k, m): boxes of 64 m by 64 k
+            tc::tma_load_3d(a_tile + box * TileA::kBoxBytes, &a_map,
+                            static_cast<int>(m0) + 64 * box, k0, static_cast<int>(batch),
+                            &full[stage]);
+          } else {  // stored (m, k): one box of kBlockM m by 64 k
+            tc::tma_load_3d(a_tile, &a_map, k0, static_cast<int>(m0), static_cast<int>(batch),
+                            &full[stage]);
+          }
+        }
+#pragma unroll
+        for (int box = 0; box < TileB::kBoxes; ++box) {
+          if constexpr (kBTransposed) {  // stored (n, k): one box of kBlockN n by 64 k
+            tc::tma_load_3d(b_tile, &b_map, k0, static_cast<int>(n0), static_cast<int>(batch),
+                            &full[stage]);
+          } else {  // stored (k, n): boxes of 64 n by 64 k
+            tc::tma_load_3d(b_tile + box * TileB::kBoxBytes, &b_map,
+                            static_cast<int>(n0) + 64 * box, k0, static_cast<int>(batch),
+                            &full[stage]);
+          }
+        }
+      }
+    }
+    return;
+  }
+
+  // consumers
+  tc::warpgroup_registers_increase<232>();
+  const int consumer = warpgroup - 1;
+  const int lane = static_cast<int>(threadIdx.x) % 32,
+            warp_in_group = (static_cast<int>(threadIdx.x) / 32) % 4;
+  float acc[128];
+#pragma unroll
+  for (int i = 0; i < 128; ++i) acc[i] = 0.f;
+  for (int64_t slice = 0; slice < slices; ++slice) {
+    const int stage = static_cast<int>(slice % kStages);
+    tc::mbarrier_wait(&full[stage], static_cast<uint32_t>((slice / kStages) & 1));
+    const uint32_t a_tile = tc::shared_address(a_stages + stage * TileA::kBytes);
+    const uint32_t b_tile = tc::shared_address(b_stages + stage * TileB::kBytes);
+    tc::wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < kBlockK; kk += 16) {
+      tc::wgmma_m64n256k16<scalar_t, kATransposed, !kBTransposed>(
+          acc, tc::wgmma_descriptor<TileA>(a_tile, 64 * consumer, kk),
+          tc::wgmma_descriptor<TileB>(b_tile, 0, kk), true);
+    }
+    tc::wgmma_commit();
+    tc::wgmma_wait<1>();  // the slice before this one is read: its stage may be refilled
+    if (slice > 0 && lane == 0) tc::mbarrier_arrive(&empty[(slice - 1) % kStages]);
+  }
+  tc::wgmma_wait<0>();
+
+  // Thread t of the warpgroup holds acc[4 j + i] at row 16 (t / 32) + accumulator_coord(t % 32,
+  // i).row and column 8 j + accumulator_coord(t % 32, i).col of its 64 x 256 part; a pair of
+  // neighbouring columns is stored at once where both are inside C and n is even (so the pair is
+  // aligned).
+  scalar_t* c_batch = c + batch * m * n;
+  const bool pairs = n % 2 == 0;
+  const int64_t row0 = m0 + 64 * consumer + 16 * warp_in_group;
+#pragma unroll
+  for (int j = 0; j < 32; ++j) {
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const tc::FragmentCoord at = tc::accumulator_coord(lane, 2 * half);
+      const int64_t row = row0 + at.row;
+      const int64_t col = n0 + 8 * j + at.col;
+      if (row >= m) continue;
+      const float first_value = acc[4 * j + 2 * half], second_value = acc[4 * j + 2 * half + 1];
+      const scalar_t first = static_cast<scalar_t>(epilogue(first_value, batch, row, col));
+      if (pairs && col + 1 < n) {
+        opgen::Pack<scalar_t, 2> pack;
+        pack.elem[0] = first;
+        pack.elem[1] = static_cast<scalar_t>(epilogue(second_value, batch, row, col + 1));
+        opgen::store_pack(c_batch + row * n + col, pack);
+      } else {
+        if (col < n) c_batch[row * n + col] = first;
+        if (col + 1 < n)
+          c_batch[row * n + col + 1] =
+              static_cast<scalar_t>(epilogue(second_value, batch, row, col + 1));
+      }
+    }
+  }
+#else
+  __trap();  // never launched: the host checks wgmma_kernel_built first
+#endif
+}
+
 // The plain tiled kernel: 64x64 tiles of C, 256 threads of 4x4 results each, k slices of 16 staged
 // in shared memory (padded by one element a row against bank conflicts), any strides.
 constexpr int kSimtTile = 64, kSimtK = 16, kSimtThreads = 256;
@@ -449,11 +608,83 @@ void launch_tensor_core(const TensorCoreView& a, const TensorCoreView& b, at::Te
   }
 }
 
+// The Hopper kernel for one operand layout: false (nothing launched) where the driver refuses a
+// tensor map of these operands (then the mma.sync kernel runs instead).
+template <typename scalar_t, bool kATransposed, bool kBTransposed>
+bool launch_wgmma(const TensorCoreView& a, const TensorCoreView& b, at::Tensor& c, int64_t m,
+                  int64_t n, int64_t k, cudaStream_t stream) {
+  namespace tc = opgen::tc;
+  using TileA = HopperTileA<kATransposed>;
+  using TileB = HopperTileB<kBTransposed>;
+  constexpr CUtensorMapDataType kType = std::is_same_v<scalar_t, c10::BFloat16>
+                                            ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16
+                                            : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
+  const int64_t batches = c.size(0);
+  // TMA coordinates are 32-bit.
+  if (std::max({m, n, k, batches}) >= INT32_MAX) return false;
+  CUtensorMap a_map, b_map;
+  const uint64_t a_inner = kATransposed ? m : k, a_outer = kATransposed ? k : m;
+  const uint64_t b_inner = kBTransposed ? k : n, b_outer = kBTransposed ? n : k;
+  if (!tc::encode_tensor_map(a_map, kType, a.tensor.const_data_ptr(), a_inner, a_outer, batches,
+                             a.row_stride, a.batch_stride, TileA::kBoxInner, TileA::kBoxOuter) ||
+      !tc::encode_tensor_map(b_map, kType, b.tensor.const_data_ptr(), b_inner, b_outer, batches,
+                             b.row_stride, b.batch_stride, TileB::kBoxInner, TileB::kBoxOuter)) {
+    return false;
+  }
+  auto kernel = wgmma_gemm_kernel<scalar_t, kATransposed, kBTransposed>;
+  static bool raised[64] =
+      {};  // above 48 KiB a block must ask for its shared memory; once per device
+  const int device = c.get_device();
+  if (device >= 64 || !raised[device]) {
+    C10_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                        kHopperSharedBytes));
+    if (device < 64) raised[device] = true;
+  }
+  const int64_t tiles = ((m + HopperShape::kBlockM - 1) / HopperShape::kBlockM) *
+                        ((n + HopperShape::kBlockN - 1) / HopperShape::kBlockN);
+  TORCH_CHECK(tiles <= INT32_MAX, OPGEN_OP, ": the output has too many tiles for one grid");
+  for (int64_t batch0 = 0; batch0 < batches; batch0 += kMaxGridY) {
+    const dim3 grid(static_cast<unsigned>(tiles),
+                    static_cast<unsigned>(std::min(batches - batch0, kMaxGridY)));
+    kernel<<<grid, HopperShape::kThreads, kHopperSharedBytes, stream>>>(
+        a_map, b_map, c.mutable_data_ptr<scalar_t>(), m, n, k, batch0, Epilogue{});
+    OPGEN_CHECK_LAUNCH();
+  }
+  return true;
+}
+
+// Whether this build's Hopper kernel runs on `device`: an H100/H200, and the op compiled for sm_90a
+// (a build for plain sm_90 has no wgmma). Asked once per device.
+inline bool wgmma_available(int device) {
+  static int known[64] = {};  // 0 unknown, 1 no, 2 yes
+  if (device < 64 && known[device] != 0) return known[device] == 2;
+  const bool available = opgen::tc::device_is_sm90(device) &&
+                         opgen::tc::wgmma_kernel_built(
+                             wgmma_gemm_kernel<c10::BFloat16, false, false>, HopperShape::kThreads);
+  if (device < 64) known[device] = available ? 2 : 1;
+  return available;
+}
+
 template <typename scalar_t, typename Shape>
-void tensor_core_gemm(const at::Tensor& a, const at::Tensor& b, at::Tensor& c,
-                      cudaStream_t stream) {
+void tensor_core_gemm(const at::Tensor& a, const at::Tensor& b, at::Tensor& c, cudaStream_t stream,
+                      bool hopper = false) {
   const TensorCoreView a_view = tensor_core_view(a), b_view = tensor_core_view(b);
   const int64_t m = a.size(1), k = a.size(2), n = b.size(2);
+  if constexpr (!std::is_same_v<scalar_t, float>) {
+    // The wgmma kernel reads its operands straight from shared memory, so it cannot apply an
+    // edited prologue (the mma.sync kernel applies it to its fragments).
+    if (hopper && Prologue::kIdentity) {
+      const bool launched =
+          a_view.transposed
+              ? (b_view.transposed
+                     ? launch_wgmma<scalar_t, true, true>(a_view, b_view, c, m, n, k, stream)
+                     : launch_wgmma<scalar_t, true, false>(a_view, b_view, c, m, n, k, stream))
+              : (b_view.transposed
+                     ? launch_wgmma<scalar_t, false, true>(a_view, b_view, c, m, n, k, stream)
+                     : launch_wgmma<scalar_t, false, false>(a_view, b_view, c, m, n, k, stream));
+      if (launched) return;
+    }
+  }
   if (a_view.transposed) {
     if (b_view.transposed)
       return launch_tensor_core<scalar_t, Shape, true, true>(a_view, b_view, c, m, n, k, stream);
@@ -510,11 +741,15 @@ void gemm(const at::Tensor& a, const at::Tensor& b, at::Tensor& c, cudaStream_t 
       c.size(0) * ((m + 127) / 128) *
       ((n + (dtype == at::kFloat ? 127 : 255)) / (dtype == at::kFloat ? 128 : 256));
   const bool large = blocks_large >= opgen::multiprocessor_count();
+  // Large 16-bit grids on an H100/H200 built for sm_90a: the wgmma kernel (its 128x256 tile is
+  // Large16's, so the same grids fill the GPU).
+  const bool hopper = large && tensor_cores && (dtype == at::kBFloat16 || dtype == at::kHalf) &&
+                      wgmma_available(device);
   if (tensor_cores && dtype == at::kBFloat16) {
-    large ? tensor_core_gemm<c10::BFloat16, Large16>(a, b, c, stream)
+    large ? tensor_core_gemm<c10::BFloat16, Large16>(a, b, c, stream, hopper)
           : tensor_core_gemm<c10::BFloat16, Small16>(a, b, c, stream);
   } else if (tensor_cores && dtype == at::kHalf) {
-    large ? tensor_core_gemm<c10::Half, Large16>(a, b, c, stream)
+    large ? tensor_core_gemm<c10::Half, Large16>(a, b, c, stream, hopper)
           : tensor_core_gemm<c10::Half, Small16>(a, b, c, stream);
   } else if (tensor_cores && tf32) {
     large ? tensor_core_gemm<float, LargeTf32>(a, b, c, stream)
