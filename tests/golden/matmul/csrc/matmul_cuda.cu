@@ -111,14 +111,19 @@ using SmallTf32 = TileShape<64, 64, 32, 32, 32, 3>;
 // stream B through L2 once per block row).
 constexpr int kGroupRows = 8;
 
-__device__ __forceinline__ void block_tile(int64_t tiles_m, int64_t tiles_n, int64_t& tile_m,
-                                           int64_t& tile_n) {
-  const int64_t index = blockIdx.x;
+__device__ __forceinline__ void grouped_tile(int64_t index, int64_t tiles_m, int64_t tiles_n,
+                                             int64_t& tile_m, int64_t& tile_n) {
   const int64_t group = index / (kGroupRows * tiles_n);
   const int64_t first_m = group * kGroupRows;
   const int64_t rows_in_group = tiles_m - first_m < kGroupRows ? tiles_m - first_m : kGroupRows;
   tile_m = first_m + index % rows_in_group;
   tile_n = (index % (kGroupRows * tiles_n)) / rows_in_group;
+}
+
+// The tile of C that block blockIdx.x computes, in that order.
+__device__ __forceinline__ void block_tile(int64_t tiles_m, int64_t tiles_n, int64_t& tile_m,
+                                           int64_t& tile_n) {
+  grouped_tile(blockIdx.x, tiles_m, tiles_n, tile_m, tile_n);
 }
 
 // One kBlockK slice of an operand into a stage: Tile rows are the operand's stored rows (outer
@@ -309,14 +314,16 @@ __global__ void __launch_bounds__(Shape::kThreads, 1)
   }
 }
 
-// The Hopper path (sm_90a, float16/bfloat16, large grids): each block computes a kBlockM x
-// kBlockN tile of C with three warpgroups. Warpgroup 0 is the producer: one thread issues TMA
-// copies of each kBlockK slice of A and B into a ring of kStages 128-byte-swizzled stages, each
-// completing on that stage's `full` barrier. Warpgroups 1 and 2 are the consumers: each multiplies
-// its 64 rows of A by all of B with wgmma straight from shared memory (four m64n256k16 a slice),
-// keeps one slice's MMAs in flight while it waits for the one before, and then hands that stage
-// back to the producer through its `empty` barrier. The building blocks (descriptors, TMA,
-// mbarriers, which thread holds which accumulator) are tensor_core.cuh's Hopper section.
+// The Hopper path (sm_90a, float16/bfloat16, large grids): a persistent kernel, each block taking
+// kBlockM x kBlockN tiles of C (of any batch) in turn, with three warpgroups. Warpgroup 0 is the
+// producer: one thread issues TMA copies of each kBlockK slice of A and B into a ring of kStages
+// 128-byte-swizzled stages, each completing on that stage's `full` barrier, and runs on into the
+// block's next tile while the consumers store this one. Warpgroups 1 and 2 are the consumers: each
+// multiplies its 64 rows of A by all of B with wgmma straight from shared memory (four
+// m64n256k16 a slice), keeps one slice's MMAs in flight while it waits for the one before, and
+// then hands that stage back to the producer through its `empty` barrier. The building blocks
+// (descriptors, TMA, mbarriers, which thread holds which accumulator) are tensor_core.cuh's Hopper
+// section.
 struct HopperShape {
   static constexpr int kBlockM = 128, kBlockN = 256, kBlockK = 64, kStages = 4, kConsumers = 2;
   static constexpr int kThreads = 128 * (kConsumers + 1);
@@ -337,12 +344,13 @@ constexpr int kHopperSharedBytes = HopperShape::kStages *
                                    1024;
 
 // kATransposed: A stored as (k, m) (a .mT() view); kBTransposed: B stored as (n, k). The tensor
-// maps describe A and B as stored, (batch, outer, inner).
+// maps describe A and B as stored, (batch, outer, inner). Tiles are numbered batch by batch, each
+// batch's as block_tile numbers them; block b takes tiles b, b + gridDim.x, ...
 template <typename scalar_t, bool kATransposed, bool kBTransposed>
 __global__ void OPGEN_WGMMA_LAUNCH_BOUNDS(HopperShape::kThreads)
     wgmma_gemm_kernel(const __grid_constant__ CUtensorMap a_map,
                       const __grid_constant__ CUtensorMap b_map, scalar_t* __restrict__ c,
-                      int64_t m, int64_t n, int64_t k, int64_t batch0, Epilogue epilogue) {
+                      int64_t m, int64_t n, int64_t k, int64_t batches, Epilogue epilogue) {
 #if OPGEN_TC_WGMMA
   namespace tc = opgen::tc;
   using TileA = HopperTileA<kATransposed>;
@@ -355,11 +363,9 @@ __global__ void OPGEN_WGMMA_LAUNCH_BOUNDS(HopperShape::kThreads)
   unsigned char* b_stages = stages + kStages * TileA::kBytes;
 
   const int warpgroup = static_cast<int>(threadIdx.x) / 128;
-  const int64_t batch = batch0 + blockIdx.y;
-  int64_t tile_m, tile_n;
-  block_tile((m + HopperShape::kBlockM - 1) / HopperShape::kBlockM,
-             (n + HopperShape::kBlockN - 1) / HopperShape::kBlockN, tile_m, tile_n);
-  const int64_t m0 = tile_m * HopperShape::kBlockM, n0 = tile_n * HopperShape::kBlockN;
+  const int64_t tiles_m = (m + HopperShape::kBlockM - 1) / HopperShape::kBlockM;
+  const int64_t tiles_n = (n + HopperShape::kBlockN - 1) / HopperShape::kBlockN;
+  const int64_t tiles = tiles_m * tiles_n;
   const int64_t slices = (k + kBlockK - 1) / kBlockK;
   if (threadIdx.x == 0) {
     for (int s = 0; s < kStages; ++s) {
@@ -372,10 +378,17 @@ __global__ void OPGEN_WGMMA_LAUNCH_BOUNDS(HopperShape::kThreads)
 
   if (warpgroup == 0) {  // producer
     tc::warpgroup_registers_decrease<40>();
-    if (threadIdx.x == 0) {
-      for (int64_t slice = 0; slice < slices; ++slice) {
-        const int stage = static_cast<int>(slice % kStages);
-        tc::mbarrier_wait(&empty[stage], static_cast<uint32_t>((slice / kStages) & 1) ^ 1);
+    if (threadIdx.x != 0) return;
+    int64_t issued = 0;  // slices issued by this block, over all its tiles: the ring's position
+    for (int64_t item = blockIdx.x; item < tiles * batches; item += gridDim.x) {
+      const int batch = static_cast<int>(item / tiles);
+      int64_t tile_m, tile_n;
+      grouped_tile(item % tiles, tiles_m, tiles_n, tile_m, tile_n);
+      const int m0 = static_cast<int>(tile_m * HopperShape::kBlockM),
+                n0 = static_cast<int>(tile_n * HopperShape::kBlockN);
+      for (int64_t slice = 0; slice < slices; ++slice, ++issued) {
+        const int stage = static_cast<int>(issued % kStages);
+        tc::mbarrier_wait(&empty[stage], static_cast<uint32_t>((issued / kStages) & 1) ^ 1);
         tc::mbarrier_arrive_expect_tx(&full[stage], TileA::kBytes + TileB::kBytes);
         const int k0 = static_cast<int>(slice * kBlockK);
         unsigned char* a_tile = a_stages + stage * TileA::kBytes;
@@ -383,22 +396,18 @@ __global__ void OPGEN_WGMMA_LAUNCH_BOUNDS(HopperShape::kThreads)
 #pragma unroll
         for (int box = 0; box < TileA::kBoxes; ++box) {
           if constexpr (kATransposed) {  // stored (k, m): boxes of 64 m by 64 k
-            tc::tma_load_3d(a_tile + box * TileA::kBoxBytes, &a_map,
-                            static_cast<int>(m0) + 64 * box, k0, static_cast<int>(batch),
+            tc::tma_load_3d(a_tile + box * TileA::kBoxBytes, &a_map, m0 + 64 * box, k0, batch,
                             &full[stage]);
           } else {  // stored (m, k): one box of kBlockM m by 64 k
-            tc::tma_load_3d(a_tile, &a_map, k0, static_cast<int>(m0), static_cast<int>(batch),
-                            &full[stage]);
+            tc::tma_load_3d(a_tile, &a_map, k0, m0, batch, &full[stage]);
           }
         }
 #pragma unroll
         for (int box = 0; box < TileB::kBoxes; ++box) {
           if constexpr (kBTransposed) {  // stored (n, k): one box of kBlockN n by 64 k
-            tc::tma_load_3d(b_tile, &b_map, k0, static_cast<int>(n0), static_cast<int>(batch),
-                            &full[stage]);
+            tc::tma_load_3d(b_tile, &b_map, k0, n0, batch, &full[stage]);
           } else {  // stored (k, n): boxes of 64 n by 64 k
-            tc::tma_load_3d(b_tile + box * TileB::kBoxBytes, &b_map,
-                            static_cast<int>(n0) + 64 * box, k0, static_cast<int>(batch),
+            tc::tma_load_3d(b_tile + box * TileB::kBoxBytes, &b_map, n0 + 64 * box, k0, batch,
                             &full[stage]);
           }
         }
@@ -412,54 +421,62 @@ __global__ void OPGEN_WGMMA_LAUNCH_BOUNDS(HopperShape::kThreads)
   const int consumer = warpgroup - 1;
   const int lane = static_cast<int>(threadIdx.x) % 32,
             warp_in_group = (static_cast<int>(threadIdx.x) / 32) % 4;
-  float acc[128];
-#pragma unroll
-  for (int i = 0; i < 128; ++i) acc[i] = 0.f;
-  for (int64_t slice = 0; slice < slices; ++slice) {
-    const int stage = static_cast<int>(slice % kStages);
-    tc::mbarrier_wait(&full[stage], static_cast<uint32_t>((slice / kStages) & 1));
-    const uint32_t a_tile = tc::shared_address(a_stages + stage * TileA::kBytes);
-    const uint32_t b_tile = tc::shared_address(b_stages + stage * TileB::kBytes);
-    tc::wgmma_fence();
-#pragma unroll
-    for (int kk = 0; kk < kBlockK; kk += 16) {
-      tc::wgmma_m64n256k16<scalar_t, kATransposed, !kBTransposed>(
-          acc, tc::wgmma_descriptor<TileA>(a_tile, 64 * consumer, kk),
-          tc::wgmma_descriptor<TileB>(b_tile, 0, kk), true);
-    }
-    tc::wgmma_commit();
-    tc::wgmma_wait<1>();  // the slice before this one is read: its stage may be refilled
-    if (slice > 0 && lane == 0) tc::mbarrier_arrive(&empty[(slice - 1) % kStages]);
-  }
-  tc::wgmma_wait<0>();
-
-  // Thread t of the warpgroup holds acc[4 j + i] at row 16 (t / 32) + accumulator_coord(t % 32,
-  // i).row and column 8 j + accumulator_coord(t % 32, i).col of its 64 x 256 part; a pair of
-  // neighbouring columns is stored at once where both are inside C and n is even (so the pair is
-  // aligned).
-  scalar_t* c_batch = c + batch * m * n;
   const bool pairs = n % 2 == 0;
-  const int64_t row0 = m0 + 64 * consumer + 16 * warp_in_group;
+  int64_t consumed = 0;  // as the producer's `issued`
+  for (int64_t item = blockIdx.x; item < tiles * batches; item += gridDim.x) {
+    const int64_t batch = item / tiles;
+    int64_t tile_m, tile_n;
+    grouped_tile(item % tiles, tiles_m, tiles_n, tile_m, tile_n);
+    const int64_t m0 = tile_m * HopperShape::kBlockM, n0 = tile_n * HopperShape::kBlockN;
+    float acc[128];
 #pragma unroll
-  for (int j = 0; j < 32; ++j) {
+    for (int i = 0; i < 128; ++i) acc[i] = 0.f;
+    for (int64_t slice = 0; slice < slices; ++slice, ++consumed) {
+      const int stage = static_cast<int>(consumed % kStages);
+      tc::mbarrier_wait(&full[stage], static_cast<uint32_t>((consumed / kStages) & 1));
+      const uint32_t a_tile = tc::shared_address(a_stages + stage * TileA::kBytes);
+      const uint32_t b_tile = tc::shared_address(b_stages + stage * TileB::kBytes);
+      tc::wgmma_fence();
 #pragma unroll
-    for (int half = 0; half < 2; ++half) {
-      const tc::FragmentCoord at = tc::accumulator_coord(lane, 2 * half);
-      const int64_t row = row0 + at.row;
-      const int64_t col = n0 + 8 * j + at.col;
-      if (row >= m) continue;
-      const float first_value = acc[4 * j + 2 * half], second_value = acc[4 * j + 2 * half + 1];
-      const scalar_t first = static_cast<scalar_t>(epilogue(first_value, batch, row, col));
-      if (pairs && col + 1 < n) {
-        opgen::Pack<scalar_t, 2> pack;
-        pack.elem[0] = first;
-        pack.elem[1] = static_cast<scalar_t>(epilogue(second_value, batch, row, col + 1));
-        opgen::store_pack(c_batch + row * n + col, pack);
-      } else {
-        if (col < n) c_batch[row * n + col] = first;
-        if (col + 1 < n)
-          c_batch[row * n + col + 1] =
-              static_cast<scalar_t>(epilogue(second_value, batch, row, col + 1));
+      for (int kk = 0; kk < kBlockK; kk += 16) {
+        tc::wgmma_m64n256k16<scalar_t, kATransposed, !kBTransposed>(
+            acc, tc::wgmma_descriptor<TileA>(a_tile, 64 * consumer, kk),
+            tc::wgmma_descriptor<TileB>(b_tile, 0, kk), true);
+      }
+      tc::wgmma_commit();
+      tc::wgmma_wait<1>();  // the slice before this one is read: its stage may be refilled
+      if (slice > 0 && lane == 0) tc::mbarrier_arrive(&empty[(consumed - 1) % kStages]);
+    }
+    tc::wgmma_wait<0>();
+    if (lane == 0) tc::mbarrier_arrive(&empty[(consumed - 1) % kStages]);  // the tile's last slice
+
+    // Thread t of the warpgroup holds acc[4 j + i] at row 16 (t / 32) + accumulator_coord(t % 32,
+    // i).row and column 8 j + accumulator_coord(t % 32, i).col of its 64 x 256 part; a pair of
+    // neighbouring columns is stored at once where both are inside C and n is even (so the pair is
+    // aligned).
+    scalar_t* c_batch = c + batch * m * n;
+    const int64_t row0 = m0 + 64 * consumer + 16 * warp_in_group;
+#pragma unroll
+    for (int j = 0; j < 32; ++j) {
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        const tc::FragmentCoord at = tc::accumulator_coord(lane, 2 * half);
+        const int64_t row = row0 + at.row;
+        const int64_t col = n0 + 8 * j + at.col;
+        if (row >= m) continue;
+        const float first_value = acc[4 * j + 2 * half], second_value = acc[4 * j + 2 * half + 1];
+        const scalar_t first = static_cast<scalar_t>(epilogue(first_value, batch, row, col));
+        if (pairs && col + 1 < n) {
+          opgen::Pack<scalar_t, 2> pack;
+          pack.elem[0] = first;
+          pack.elem[1] = static_cast<scalar_t>(epilogue(second_value, batch, row, col + 1));
+          opgen::store_pack(c_batch + row * n + col, pack);
+        } else {
+          if (col < n) c_batch[row * n + col] = first;
+          if (col + 1 < n)
+            c_batch[row * n + col + 1] =
+                static_cast<scalar_t>(epilogue(second_value, batch, row, col + 1));
+        }
       }
     }
   }
@@ -640,16 +657,13 @@ bool launch_wgmma(const TensorCoreView& a, const TensorCoreView& b, at::Tensor& 
                                         kHopperSharedBytes));
     if (device < 64) raised[device] = true;
   }
-  const int64_t tiles = ((m + HopperShape::kBlockM - 1) / HopperShape::kBlockM) *
+  // One block a multiprocessor (each takes all of one's shared memory), each taking tiles in turn.
+  const int64_t tiles = batches * ((m + HopperShape::kBlockM - 1) / HopperShape::kBlockM) *
                         ((n + HopperShape::kBlockN - 1) / HopperShape::kBlockN);
-  TORCH_CHECK(tiles <= INT32_MAX, OPGEN_OP, ": the output has too many tiles for one grid");
-  for (int64_t batch0 = 0; batch0 < batches; batch0 += kMaxGridY) {
-    const dim3 grid(static_cast<unsigned>(tiles),
-                    static_cast<unsigned>(std::min(batches - batch0, kMaxGridY)));
-    kernel<<<grid, HopperShape::kThreads, kHopperSharedBytes, stream>>>(
-        a_map, b_map, c.mutable_data_ptr<scalar_t>(), m, n, k, batch0, Epilogue{});
-    OPGEN_CHECK_LAUNCH();
-  }
+  const int64_t blocks = std::min<int64_t>(tiles, opgen::multiprocessor_count());
+  kernel<<<static_cast<unsigned>(blocks), HopperShape::kThreads, kHopperSharedBytes, stream>>>(
+      a_map, b_map, c.mutable_data_ptr<scalar_t>(), m, n, k, batches, Epilogue{});
+  OPGEN_CHECK_LAUNCH();
   return true;
 }
 
