@@ -1,6 +1,7 @@
 // Tensor-core building blocks for sm_80 and newer (A100, H100/H200): shared-memory staging with
 // cp.async, XOR-swizzled tiles, ldmatrix fragment loads and warp-level mma.sync. The tiled matmul
-// and the fused MLP are made from these; a new tensor-core op should be too.
+// and the fused MLP are made from these; a new tensor-core op should be too. Hopper's own path
+// (wgmma, TMA, mbarriers; sm_90a) is the last section.
 //
 // The layer order of a kernel built from them:
 //   global --cp_async_16--> swizzled shared tile --ldmatrix--> fragments --mma--> accumulators

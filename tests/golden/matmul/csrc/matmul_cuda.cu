@@ -23,20 +23,27 @@ namespace {
 // transposed, without copies.
 //
 // Paths:
-//   float16, bfloat16 (and float32 when torch.backends.cuda.matmul.allow_tf32 is set), on sm_80+:
-//     tensor_core_gemm_kernel. Each block computes a kBlockM x kBlockN tile of C, each of its warps
-//     a kWarpM x kWarpN part of that. A kStages-deep cp.async pipeline stages kBlockK-wide slices
-//     of A and B in XOR-swizzled shared memory; warps read them with ldmatrix into fragments and
-//     multiply with mma.sync (m16n8k16, or m16n8k8 in tf32), accumulating in float registers.
+//   float16, bfloat16 on an H100/H200 (a build for sm_90a, the default there), grids of at least
+//     one 128x256 tile a multiprocessor, prologue unedited: wgmma_gemm_kernel. A persistent kernel
+//     whose producer warpgroup brings slices of A and B into 128-byte-swizzled shared memory with
+//     TMA, and whose two consumer warpgroups multiply them with wgmma (m64n256k16) straight from
+//     there, accumulating in float registers.
+//   float16, bfloat16 elsewhere (and float32 when torch.backends.cuda.matmul.allow_tf32 is set),
+//     on sm_80+: tensor_core_gemm_kernel. Each block computes a kBlockM x kBlockN tile of C, each
+//     of its warps a kWarpM x kWarpN part of that. A kStages-deep cp.async pipeline stages
+//     kBlockK-wide slices of A and B in XOR-swizzled shared memory; warps read them with ldmatrix
+//     into fragments and multiply with mma.sync (m16n8k16, or m16n8k8 in tf32), accumulating in
+//     float registers.
 //   float64, exact float32, and GPUs before sm_80: simt_gemm_kernel, a shared-memory tiled kernel
 //     of fused multiply-adds in the accumulation type (double for float64).
-// The building blocks (cp.async, swizzle, ldmatrix, mma.sync, which lane holds which element) are
-// the workspace's include/opgen/tensor_core.cuh.
+// The building blocks (cp.async, swizzle, ldmatrix, mma.sync, which lane holds which element; wgmma
+// descriptors, TMA and mbarriers) are the workspace's include/opgen/tensor_core.cuh.
 
 // ======================================== PROLOGUE ========================================
 // Elementwise work on the operands as the kernels read them: `a_value(x)` is applied to every
 // element of A, `b_value(x)` to every element of B, before they are multiplied. Set kIdentity to
-// false when you edit them (the tensor-core kernel then unpacks its fragments to apply them).
+// false when you edit them (the mma.sync kernel then unpacks its fragments to apply them; the
+// wgmma kernel, which multiplies straight from shared memory, is then not used).
 // The kernels also feed zeros past the matrices' edges: keep a_value(0) == 0 and b_value(0) == 0.
 // The CPU path (above) and the backward (which computes the plain product's gradients) do not
 // know your edit: change them to match, and the reference in reference.py.
@@ -101,6 +108,17 @@ struct TileShape {
 //   KiB:
 //     floats take twice the shared memory a slice, and an m16n8k8 MMA does half the work.
 //   tf32, small grids: 64x64 blocks of 4 warps of 32x32, 3 stages of 16 KiB.
+//   16-bit, large grids on an H100/H200 (sm_90a, the wgmma kernel): 128x256 blocks, k slices of
+//     64, 4 stages, two consumer warpgroups of 64x256 and a producer. m64n256k16 is wgmma's widest
+//     shape (B read once for 64 rows, the least shared-memory traffic a FLOP); its 128 float
+//     accumulators a thread fit once setmaxnreg moves registers from the producer (40) to the
+//     consumers (232); a 64-element (128-byte) k slice is one swizzle atom wide, one TMA box; 4
+//     stages of 48 KiB (192 KiB) is as deep as a multiprocessor's 227 KiB allows.
+struct HopperShape {
+  static constexpr int kBlockM = 128, kBlockN = 256, kBlockK = 64, kStages = 4, kConsumers = 2;
+  static constexpr int kThreads = 128 * (kConsumers + 1);
+  static_assert(kBlockM == 64 * kConsumers, "each consumer warpgroup owns 64 rows (one wgmma's m)");
+};
 using Large16 = TileShape<128, 256, 64, 64, 64, 3>;
 using Small16 = TileShape<64, 64, 64, 32, 32, 3>;
 using LargeTf32 = TileShape<128, 128, 32, 64, 32, 3>;
@@ -324,12 +342,6 @@ __global__ void __launch_bounds__(Shape::kThreads, 1)
 // then hands that stage back to the producer through its `empty` barrier. The building blocks
 // (descriptors, TMA, mbarriers, which thread holds which accumulator) are tensor_core.cuh's Hopper
 // section.
-struct HopperShape {
-  static constexpr int kBlockM = 128, kBlockN = 256, kBlockK = 64, kStages = 4, kConsumers = 2;
-  static constexpr int kThreads = 128 * (kConsumers + 1);
-  static_assert(kBlockM == 64 * kConsumers, "each consumer warpgroup owns 64 rows (one wgmma's m)");
-};
-
 template <bool kATransposed>
 using HopperTileA =
     opgen::tc::WgmmaTile<HopperShape::kBlockM, !kATransposed>;  // K-major unless stored (k, m)
