@@ -90,7 +90,7 @@ ArchOption = Annotated[
     typer.Option(
         "--arch",
         help="CUDA architectures to compile for, e.g. 9.0 or '8.0;9.0' (9.0a, 9.0+PTX also). "
-        "Default: $TORCH_CUDA_ARCH_LIST, else the visible GPU's, else 9.0.",
+        "Default: $TORCH_CUDA_ARCH_LIST, else the visible GPU's (9.0a for a 9.0 GPU), else 9.0a.",
         show_default=False,
     ),
 ]

@@ -10,6 +10,7 @@ kernels only) or more slowly, or that tests will be skipped.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -233,8 +234,12 @@ def cuda_arch_list(env: Mapping[str, str], workspace: Workspace) -> tuple[str, s
 
 
 def _nvcc_arch(arch: str) -> str:
-    """'compute_90a' for '9.0a' or '9.0a+PTX'."""
-    return "compute_" + arch.removesuffix("+PTX").replace(".", "")
+    """'compute_90' for '9.0', '9.0a' or '9.0a+PTX'.
+
+    `nvcc --list-gpu-arch` lists the base architectures only (compute_90, not compute_90a); an
+    nvcc that compiles for one also compiles for its arch- and family-specific ('a', 'f') targets.
+    """
+    return "compute_" + re.sub(r"[af]$", "", arch.removesuffix("+PTX")).replace(".", "")
 
 
 def _supported_archs(toolkit: CudaToolkit) -> list[str]:

@@ -78,7 +78,7 @@ def test_no_gpu_is_reported_and_cuda_still_compiles(
     found = statuses(report)
     assert found["GPUs"] == "warn" and found["CUDA toolkit"] == "ok" and found["workspace"] == "ok"
     assert report.ok, report.checks
-    assert report.builds.startswith("CPU and CUDA kernels") and report.cuda_architectures == ["9.0"]
+    assert report.builds.startswith("CPU and CUDA kernels") and report.cuda_architectures == ["9.0a"]
     result = runner.invoke(app, ["doctor", "--workspace", str(workspace.path)])
     assert result.exit_code == 0, result.stdout
     assert "none visible" in result.stdout and "CPU and CUDA kernels" in result.stdout
@@ -118,14 +118,16 @@ def test_architecture_list_order(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     visible: list[str | None] = ["9.0"]
     monkeypatch.setattr(opgen_rules(), "visible_gpu_arch", lambda: visible[0])
     assert cuda_arch_list({"TORCH_CUDA_ARCH_LIST": "8.0;9.0"}, workspace) == ("8.0;9.0", "TORCH_CUDA_ARCH_LIST")
+    # A visible Hopper GPU gets its arch-specific target (wgmma for the matmul's Hopper kernel).
+    assert cuda_arch_list({}, workspace) == ("9.0a", "the visible GPU")
     visible[0] = "8.0"
     assert cuda_arch_list({}, workspace) == ("8.0", "the visible GPU")
     assert cuda_arch_list({"TORCH_CUDA_ARCH_LIST": "native"}, workspace)[0] == "8.0"
     visible[0] = None
-    assert cuda_arch_list({}, workspace)[0] == "9.0"
+    assert cuda_arch_list({}, workspace)[0] == "9.0a"
     new_op("relu", workspace=workspace)
     config = workspace.path / "_build_config.py"
-    config.write_text(config.read_text().replace('DEFAULT_CUDA_ARCH = "9.0"', 'DEFAULT_CUDA_ARCH = "8.6"'))
+    config.write_text(config.read_text().replace('DEFAULT_CUDA_ARCH = "9.0a"', 'DEFAULT_CUDA_ARCH = "8.6"'))
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")  # the workspace's rules see no GPU either
     assert cuda_arch_list({}, workspace) == ("8.6", "the workspace's DEFAULT_CUDA_ARCH (no GPU visible)")
 

@@ -43,7 +43,13 @@ INTERFACE = 2
 
 # Hopper (H100/H200) when no GPU is visible: building for every architecture torch supports
 # would multiply CUDA compile time by about ten. Set TORCH_CUDA_ARCH_LIST for another GPU.
-DEFAULT_CUDA_ARCH = "9.0"
+# "9.0a", Hopper's arch-specific target: plain sm_90 code plus wgmma and setmaxnreg (the matmul's
+# Hopper kernel); its code runs on compute capability 9.0 only, as sm_90 code without PTX does.
+DEFAULT_CUDA_ARCH = "9.0a"
+
+# A visible GPU's compute capability -> the target built for it where the arch-specific one has
+# instructions that kernels here use (wgmma on Hopper); the build is for that GPU anyway.
+ARCH_SPECIFIC_TARGETS = {"9.0": "9.0a"}
 
 # The compiler flags of every op, for `opgen build` (setup.py) and `opgen dev` (opgen's JIT build).
 # -fopenmp: at::parallel_for runs serially without OpenMP. -g0: setup.py's compiler flags start
@@ -179,7 +185,7 @@ def cuda_arch_choice(environ: Mapping[str, str]) -> tuple[str, str]:
         return ";".join(arch for arch in re.split(r"[;,\s]+", chosen) if arch), "TORCH_CUDA_ARCH_LIST"
     visible = visible_gpu_arch()
     if visible is not None:
-        return visible, "the visible GPU"
+        return ARCH_SPECIFIC_TARGETS.get(visible, visible), "the visible GPU"
     return DEFAULT_CUDA_ARCH, "the workspace's DEFAULT_CUDA_ARCH (no GPU visible)"
 
 

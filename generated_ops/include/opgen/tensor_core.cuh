@@ -1,6 +1,7 @@
 // Tensor-core building blocks for sm_80 and newer (A100, H100/H200): shared-memory staging with
 // cp.async, XOR-swizzled tiles, ldmatrix fragment loads and warp-level mma.sync. The tiled matmul
-// and the fused MLP are made from these; a new tensor-core op should be too.
+// and the fused MLP are made from these; a new tensor-core op should be too. Hopper's own path
+// (wgmma, TMA, mbarriers; sm_90a) is the last section.
 //
 // The layer order of a kernel built from them:
 //   global --cp_async_16--> swizzled shared tile --ldmatrix--> fragments --mma--> accumulators
@@ -12,9 +13,11 @@
 // (has_tensor_cores) and take another path there.
 #pragma once
 
+#include <cuda.h>
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <type_traits>
 
 namespace opgen {
 namespace tc {
@@ -486,6 +489,329 @@ struct Mma<float> {
     mma_m16n8k8_tf32(d, a, b);
   }
 };
+
+}  // namespace tc
+}  // namespace opgen
+
+// =============================================================================================
+// Hopper (sm_90a): warpgroup MMA (wgmma) reading both operands from shared memory, tiles brought
+// in by the bulk tensor copy engine (TMA), and the mbarriers that hand a stage from the copy
+// engine to the tensor cores and back. On H100/H200 a GEMM built from mma.sync (above) tops out
+// near a third of cuBLAS (docs/benchmarks/matmul); cuBLAS's own kernels are made of these.
+//
+// The layer order of a kernel built from them:
+//   global --tma_load_3d--> 128-byte-swizzled shared tile --wgmma_descriptor--> wgmma
+//          (completes on an mbarrier)                        (accumulators in registers)
+// with one producer warpgroup issuing the copies and one or more consumer warpgroups (warps
+// 4w .. 4w+3) issuing the MMAs.
+//
+// wgmma and setmaxnreg exist only in the arch-specific sm_90a target, not in sm_90 (they would
+// not run on later GPUs): OPGEN_TC_WGMMA is 1 in a device pass that has them. A kernel made of
+// them declares its bounds with OPGEN_WGMMA_LAUNCH_BOUNDS, and the host asks wgmma_kernel_built
+// whether the image it would launch was compiled with them (a build for plain sm_90 leaves the
+// kernel empty) before it takes that path.
+// =============================================================================================
+#if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#define OPGEN_TC_WGMMA 1
+#else
+#define OPGEN_TC_WGMMA 0
+#endif
+
+// The real bounds in an sm_90a pass; one thread elsewhere, so that the image a GPU loads tells the
+// host (its maxThreadsPerBlock) whether the wgmma body is in it. Only device passes see the
+// attribute: host code is the same either way.
+#if OPGEN_TC_WGMMA || !defined(__CUDA_ARCH__)
+#define OPGEN_WGMMA_LAUNCH_BOUNDS(threads) __launch_bounds__(threads, 1)
+#else
+#define OPGEN_WGMMA_LAUNCH_BOUNDS(threads) __launch_bounds__(1, 1)
+#endif
+
+namespace opgen {
+namespace tc {
+
+// Whether `kernel` (declared with OPGEN_WGMMA_LAUNCH_BOUNDS(threads)) can run on the current
+// device with `threads` threads, i.e. whether the image loaded for it was compiled for sm_90a.
+// No launch and no synchronization (safe while a CUDA graph is captured); callers remember it.
+template <typename Kernel>
+inline bool wgmma_kernel_built(Kernel kernel, int threads) {
+  cudaFuncAttributes attributes{};
+  if (cudaFuncGetAttributes(&attributes, reinterpret_cast<const void*>(kernel)) != cudaSuccess) {
+    (void)cudaGetLastError();  // not loadable here: clear the error, take another path
+    return false;
+  }
+  return attributes.maxThreadsPerBlock >= threads;
+}
+
+// Compute capability exactly 9.0 (H100, H200): the only GPUs that run sm_90a code.
+inline bool device_is_sm90(int device) {
+  int major = 0, minor = 0;
+  return cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) == cudaSuccess &&
+         cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device) == cudaSuccess &&
+         major == 9 && minor == 0;
+}
+
+// ---------------------------------------------------------------------------------------------
+// An operand's k slice in shared memory as wgmma reads it, 16-bit elements, 128-byte swizzle.
+//
+// The unit of the 128-byte swizzle is an atom of 8 rows of 128 bytes (64 elements) at a
+// 1024-byte boundary, whose 16-byte chunks are stored XOR-ed with the row index (chunk ^ row % 8,
+// the permutation swizzle_chunk above applies, here on the address bits themselves). TMA writes
+// exactly this when its box's inner extent is 128 bytes and CU_TENSOR_MAP_SWIZZLE_128B is set, so
+// a slice is a stack of TMA boxes of 64 contiguous elements a row:
+//   K-major (the operand stored with k contiguous: A as (m, k), B as (n, k)): one box of kMN rows
+//     of 64 k. 8 rows (of m or n) apart = 1024 bytes (the descriptor's stride byte offset); the
+//     leading byte offset is unused. The k step of one wgmma (16 elements, 32 bytes) stays inside
+//     the 128-byte rows: it moves the start address by 32 bytes, and the hardware applies the
+//     swizzle to the address it forms, as TMA did.
+//   MN-major (m or n contiguous: A stored as (k, m), B as (k, n)): kMN / 64 boxes of 64 k rows of
+//     64 m or n. 8 k rows apart = 1024 bytes (stride byte offset), 64 m or n apart = one box
+//     (leading byte offset). A k step of 16 is two atoms down: 2048 bytes.
+// (PTX ISA, "Shared Memory Matrix Layout" and "Matrix Descriptor Format" of wgmma.)
+// ---------------------------------------------------------------------------------------------
+template <int kMN_, bool kKMajor_>
+struct WgmmaTile {
+  static constexpr int kMN = kMN_;  // rows of m (A) or n (B) in the slice
+  static constexpr bool kKMajor = kKMajor_;
+  static constexpr int kK = 64;  // k of one slice: 128 bytes of 16-bit values, the swizzle span
+  static constexpr int kBytes = kMN * kK * 2;
+  static constexpr int kBoxInner = 64;                  // TMA box, contiguous elements
+  static constexpr int kBoxOuter = kKMajor ? kMN : kK;  // TMA box, rows
+  static constexpr int kBoxes = kKMajor ? 1 : kMN / 64;
+  static constexpr int kBoxBytes = kBoxInner * kBoxOuter * 2;
+  static constexpr uint32_t kStrideBytes = 1024;
+  static constexpr uint32_t kLeadingBytes = kKMajor ? 16 : kBoxBytes;
+  static_assert(kMN % 64 == 0 && kMN <= 256, "a slice is whole 64-row atoms, at most a TMA box");
+
+  // Byte offset in the slice of the wgmma operand whose corner is m or n row `mn0` (a multiple of
+  // 64) and k `k0` (a multiple of 16).
+  __host__ __device__ static constexpr uint32_t offset(int mn0, int k0) {
+    return kKMajor ? static_cast<uint32_t>(mn0 * 128 + k0 * 2)
+                   : static_cast<uint32_t>((mn0 / 64) * kBoxBytes + (k0 / 8) * 1024);
+  }
+};
+
+// A wgmma shared-memory matrix descriptor, 128-byte swizzle: start address, leading and stride
+// byte offsets, each in 16-byte units (bits 0-13, 16-29, 32-45), base offset 0 (the tiles start
+// at 1024-byte boundaries), swizzle mode 1 = 128 bytes (bits 62-63).
+__host__ __device__ constexpr uint64_t wgmma_descriptor(uint32_t shared_addr,
+                                                        uint32_t leading_bytes,
+                                                        uint32_t stride_bytes) {
+  return static_cast<uint64_t>((shared_addr & 0x3FFFF) >> 4) |
+         (static_cast<uint64_t>((leading_bytes & 0x3FFFF) >> 4) << 16) |
+         (static_cast<uint64_t>((stride_bytes & 0x3FFFF) >> 4) << 32) | (uint64_t{1} << 62);
+}
+
+template <typename Tile>
+__host__ __device__ constexpr uint64_t wgmma_descriptor(uint32_t tile_addr, int mn0, int k0) {
+  return wgmma_descriptor(tile_addr + Tile::offset(mn0, k0), Tile::kLeadingBytes,
+                          Tile::kStrideBytes);
+}
+
+// The fixed parts of the descriptor: the 128-byte swizzle and the strides sit where PTX says.
+static_assert(wgmma_descriptor(0x400, 16, 1024) == ((uint64_t{1} << 62) | (uint64_t{64} << 32) |
+                                                    (uint64_t{1} << 16) | uint64_t{0x40}),
+              "wgmma descriptor fields");
+static_assert(WgmmaTile<256, false>::offset(128, 16) == 2 * 8192 + 2048 &&
+                  WgmmaTile<128, true>::offset(64, 48) == 64 * 128 + 96,
+              "wgmma tile offsets");
+
+// ---------------------------------------------------------------------------------------------
+// wgmma itself. Between the accumulators' last ordinary use and the MMAs that update them comes
+// wgmma_fence; MMAs issued since the last commit form a group; wgmma_wait<N> returns when at most
+// N of this thread's groups are in flight (then their shared memory may be overwritten and their
+// accumulators read).
+// ---------------------------------------------------------------------------------------------
+__device__ __forceinline__ void wgmma_fence() {
+#if OPGEN_TC_WGMMA
+  asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+#endif
+}
+
+__device__ __forceinline__ void wgmma_commit() {
+#if OPGEN_TC_WGMMA
+  asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+#endif
+}
+
+template <int kPending>
+__device__ __forceinline__ void wgmma_wait() {
+#if OPGEN_TC_WGMMA
+  asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(kPending) : "memory");
+#endif
+}
+
+// The registers a warpgroup's threads keep (setmaxnreg): a producer gives some back, consumers
+// take them. Needs the kernel's register cap at entry (OPGEN_WGMMA_LAUNCH_BOUNDS).
+template <int kRegisters>
+__device__ __forceinline__ void warpgroup_registers_decrease() {
+#if OPGEN_TC_WGMMA
+  asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(kRegisters));
+#endif
+}
+
+template <int kRegisters>
+__device__ __forceinline__ void warpgroup_registers_increase() {
+#if OPGEN_TC_WGMMA
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(kRegisters));
+#endif
+}
+
+// D (64 x 256 float: thread t of the warpgroup holds d[4 j + i] at row 16 (t / 32) +
+// accumulator_coord(t % 32, i).row, column 8 j + accumulator_coord(t % 32, i).col) += A (64 x 16)
+// B (16 x 256), both read through descriptors. kTransA: A is M-major (stored (k, m)); kTransB: B
+// is N-major (stored (k, n)). accumulate false: D = A B.
+#define OPGEN_WGMMA_M64N256K16(TYPE)                                                               \
+  asm volatile(                                                                                    \
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %130, 0;\n"                                                \
+      "wgmma.mma_async.sync.aligned.m64n256k16.f32." TYPE "." TYPE                                 \
+      " {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, "    \
+      "%19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, " \
+      "%37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, " \
+      "%55, %56, %57, %58, %59, %60, %61, %62, %63, %64, %65, %66, %67, %68, %69, %70, %71, %72, " \
+      "%73, %74, %75, %76, %77, %78, %79, %80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, " \
+      "%91, %92, %93, %94, %95, %96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, "    \
+      "%107, %108, %109, %110, %111, %112, %113, %114, %115, %116, %117, %118, %119, %120, %121, " \
+      "%122, %123, %124, %125, %126, %127}, %128, %129, p, 1, 1, %131, %132;\n}\n"                 \
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),        \
+        "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]),    \
+        "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), \
+        "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), \
+        "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), \
+        "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), \
+        "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), \
+        "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), \
+        "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), \
+        "+f"(d[63]), "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), \
+        "+f"(d[70]), "+f"(d[71]), "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), \
+        "+f"(d[77]), "+f"(d[78]), "+f"(d[79]), "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), \
+        "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]), "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), \
+        "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95]), "+f"(d[96]), "+f"(d[97]), \
+        "+f"(d[98]), "+f"(d[99]), "+f"(d[100]), "+f"(d[101]), "+f"(d[102]), "+f"(d[103]),          \
+        "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]),        \
+        "+f"(d[110]), "+f"(d[111]), "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]),        \
+        "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]), "+f"(d[120]), "+f"(d[121]),        \
+        "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])         \
+      : "l"(desc_a), "l"(desc_b), "r"(static_cast<int>(accumulate)), "n"(kTransA ? 1 : 0),         \
+        "n"(kTransB ? 1 : 0))
+
+template <typename T, bool kTransA, bool kTransB>
+__device__ __forceinline__ void wgmma_m64n256k16(float (&d)[128], uint64_t desc_a, uint64_t desc_b,
+                                                 bool accumulate) {
+#if OPGEN_TC_WGMMA
+  if constexpr (std::is_same_v<T, c10::BFloat16>) {
+    OPGEN_WGMMA_M64N256K16("bf16");
+  } else {
+    static_assert(std::is_same_v<T, c10::Half>, "wgmma here takes bfloat16 or float16");
+    OPGEN_WGMMA_M64N256K16("f16");
+  }
+#endif
+}
+#undef OPGEN_WGMMA_M64N256K16
+
+// ---------------------------------------------------------------------------------------------
+// mbarriers (64-bit, in shared memory). A barrier's phase completes when its expected arrivals
+// have arrived and, with expect_tx, its expected bytes have landed; waiting names the parity of
+// the phase waited for (phase 0, 1, 0, ...: round r of a ring of stages waits for parity r % 2;
+// a fresh barrier counts the phase before phase 0, of parity 1, as complete).
+// ---------------------------------------------------------------------------------------------
+__device__ __forceinline__ void mbarrier_init(uint64_t* barrier, int arrivals) {
+#if OPGEN_TC_WGMMA
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(shared_address(barrier)),
+               "r"(arrivals));
+#endif
+}
+
+// Makes initialized barriers visible to the copy engine (and the rest of the block, with the
+// __syncthreads() that must follow).
+__device__ __forceinline__ void mbarrier_init_fence() {
+#if OPGEN_TC_WGMMA
+  asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+#endif
+}
+
+__device__ __forceinline__ void mbarrier_arrive(uint64_t* barrier) {
+#if OPGEN_TC_WGMMA
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(shared_address(barrier))
+               : "memory");
+#endif
+}
+
+// One arrival that also expects `bytes` more to land (by TMA) before the phase completes.
+__device__ __forceinline__ void mbarrier_arrive_expect_tx(uint64_t* barrier, uint32_t bytes) {
+#if OPGEN_TC_WGMMA
+  asm volatile(
+      "mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(shared_address(barrier)),
+      "r"(bytes)
+      : "memory");
+#endif
+}
+
+__device__ __forceinline__ void mbarrier_wait(uint64_t* barrier, uint32_t parity) {
+#if OPGEN_TC_WGMMA
+  asm volatile(
+      "{\n.reg .pred done;\nwait_%=:\n"
+      "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
+      "@!done bra wait_%=;\n}\n" ::"r"(shared_address(barrier)),
+      "r"(parity)
+      : "memory");
+#endif
+}
+
+// ---------------------------------------------------------------------------------------------
+// TMA: one box of a tensor map (made on the host by encode_tensor_map) into shared memory,
+// completing on `barrier` (which must expect the box's bytes). Coordinates are in elements,
+// innermost first; parts of the box outside the tensor are written as zeros.
+// ---------------------------------------------------------------------------------------------
+__device__ __forceinline__ void tma_load_3d(void* shared_dst, const CUtensorMap* map, int inner,
+                                            int outer, int batch, uint64_t* barrier) {
+#if OPGEN_TC_WGMMA
+  asm volatile(
+      "cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, "
+      "%3, %4}], [%5];\n" ::"r"(shared_address(shared_dst)),
+      "l"(reinterpret_cast<uint64_t>(map)), "r"(inner), "r"(outer), "r"(batch),
+      "r"(shared_address(barrier))
+      : "memory");
+#endif
+}
+
+// The host side of TMA: a tensor map of a (batch, outer, inner) array of 16-bit elements (inner
+// contiguous; strides in elements, multiples of 8 = 16 bytes; base 16-byte aligned), read in
+// boxes of box_outer x box_inner with the 128-byte swizzle (box_inner * 2 <= 128). The driver's
+// cuTensorMapEncodeTiled is reached through the runtime (cudaGetDriverEntryPoint), so nothing
+// links against libcuda. false when the driver refuses the layout (the caller takes another path).
+inline bool encode_tensor_map(CUtensorMap& map, CUtensorMapDataType type, const void* base,
+                              uint64_t inner, uint64_t outer, uint64_t batches, uint64_t row_stride,
+                              uint64_t batch_stride, uint32_t box_inner, uint32_t box_outer) {
+  using Encode = decltype(&cuTensorMapEncodeTiled);
+  static const Encode encode = [] {
+    void* function = nullptr;
+    cudaDriverEntryPointQueryResult found{};
+#if CUDART_VERSION >= 12050
+    const cudaError_t error = cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &function,
+                                                               12000, cudaEnableDefault, &found);
+#else
+    const cudaError_t error =
+        cudaGetDriverEntryPoint("cuTensorMapEncodeTiled", &function, cudaEnableDefault, &found);
+#endif
+    if (error != cudaSuccess || found != cudaDriverEntryPointSuccess) {
+      (void)cudaGetLastError();
+      function = nullptr;
+    }
+    return reinterpret_cast<Encode>(function);
+  }();
+  if (encode == nullptr || row_stride == 0 || (batches > 1 && batch_stride == 0)) return false;
+  const cuuint64_t dims[3] = {inner, outer, batches};
+  // The batch stride of a single batch is never stepped; any legal value serves.
+  const uint64_t batch_bytes =
+      batches > 1 ? batch_stride * 2 : (row_stride * outer * 2 + 15) / 16 * 16;
+  const cuuint64_t strides[2] = {row_stride * 2, batch_bytes};
+  const cuuint32_t box[3] = {box_inner, box_outer, 1};
+  const cuuint32_t element_strides[3] = {1, 1, 1};
+  return encode(&map, type, 3, const_cast<void*>(base), dims, strides, box, element_strides,
+                CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+}
 
 }  // namespace tc
 }  // namespace opgen

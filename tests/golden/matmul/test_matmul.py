@@ -106,6 +106,36 @@ class TestMatmul(GradientSuite, SeveralTensorsSuite):
         finally:
             torch.backends.cuda.matmul.allow_tf32 = allowed
 
+    @pytest.mark.parametrize("device", [case for case in DEVICES if case.id == "cuda"])
+    @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=str)
+    @pytest.mark.parametrize("layout", ["nn", "nt", "tn", "tt"])
+    def test_large_tiles_in_every_layout(self, device: str, dtype: torch.dtype, layout: str) -> None:
+        # Large-tile grids (the wgmma kernel on an H100/H200) with a and b read in place as
+        # .mT() views, the forward and both gradients (which read the operands transposed again);
+        # k = 200 ends in a partial slice, m and n in partial tiles, and every size is whole 16-byte
+        # chunks, so that no operand is copied.
+        m, k, n = 1496, 200, 2896
+        a = (
+            random_tensor((k, m), dtype, device, scale=1.0).mT
+            if layout[0] == "t"
+            else random_tensor((m, k), dtype, device, scale=1.0)
+        )
+        b = (
+            random_tensor((n, k), dtype, device, scale=1.0).mT
+            if layout[1] == "t"
+            else random_tensor((k, n), dtype, device, scale=1.0)
+        )
+        a.requires_grad_()
+        b.requires_grad_()
+        out = matmul(a, b)
+        grad = torch.randn_like(out)
+        grad_a, grad_b = torch.autograd.grad(out, (a, b), grad)
+        a64, b64 = a.detach().double().requires_grad_(), b.detach().double().requires_grad_()
+        want = torch.matmul(a64, b64)
+        want_a, want_b = torch.autograd.grad(want, (a64, b64), grad.double())
+        for got, expected in ((out, want), (grad_a, want_a), (grad_b, want_b)):
+            assert_close(got, expected, self.tolerances, dtype=dtype)
+
     @pytest.mark.parametrize("device", DEVICES)
     def test_empty_sum_is_zero(self, device: str) -> None:
         out = matmul(random_tensor((2, 5, 0), torch.float32, device), random_tensor((2, 0, 3), torch.float32, device))
@@ -167,6 +197,14 @@ class TestMatmul(GradientSuite, SeveralTensorsSuite):
             a = random_tensor((72, 130), dtype, "cuda").mT.requires_grad_()
             b = random_tensor((264, 72), dtype, "cuda").mT.requires_grad_()
             self.run_once({"a": a, "b": b})
+        # Large tiles (the wgmma kernel on an H100/H200: 12 x 11 blocks of 128 x 256), k ending in
+        # a partial slice, forward and backward, so every operand layout of that kernel runs.
+        a = random_tensor((1536, 100), torch.bfloat16, "cuda").requires_grad_()
+        b = random_tensor((100, 2816), torch.bfloat16, "cuda").requires_grad_()
+        self.run_once({"a": a, "b": b})
+        self.run_once(
+            {"a": a.detach().mT.contiguous().mT.requires_grad_(), "b": b.detach().mT.contiguous().mT.requires_grad_()}
+        )
         torch.cuda.synchronize()
 
 

@@ -23,20 +23,27 @@ namespace {
 // transposed, without copies.
 //
 // Paths:
-//   float16, bfloat16 (and float32 when torch.backends.cuda.matmul.allow_tf32 is set), on sm_80+:
-//     tensor_core_gemm_kernel. Each block computes a kBlockM x kBlockN tile of C, each of its warps
-//     a kWarpM x kWarpN part of that. A kStages-deep cp.async pipeline stages kBlockK-wide slices
-//     of A and B in XOR-swizzled shared memory; warps read them with ldmatrix into fragments and
-//     multiply with mma.sync (m16n8k16, or m16n8k8 in tf32), accumulating in float registers.
+//   float16, bfloat16 on an H100/H200 (a build for sm_90a, the default there), grids of at least
+//     one 128x256 tile a multiprocessor, prologue unedited: wgmma_gemm_kernel. A persistent kernel
+//     whose producer warpgroup brings slices of A and B into 128-byte-swizzled shared memory with
+//     TMA, and whose two consumer warpgroups multiply them with wgmma (m64n256k16) straight from
+//     there, accumulating in float registers.
+//   float16, bfloat16 elsewhere (and float32 when torch.backends.cuda.matmul.allow_tf32 is set),
+//     on sm_80+: tensor_core_gemm_kernel. Each block computes a kBlockM x kBlockN tile of C, each
+//     of its warps a kWarpM x kWarpN part of that. A kStages-deep cp.async pipeline stages
+//     kBlockK-wide slices of A and B in XOR-swizzled shared memory; warps read them with ldmatrix
+//     into fragments and multiply with mma.sync (m16n8k16, or m16n8k8 in tf32), accumulating in
+//     float registers.
 //   float64, exact float32, and GPUs before sm_80: simt_gemm_kernel, a shared-memory tiled kernel
 //     of fused multiply-adds in the accumulation type (double for float64).
-// The building blocks (cp.async, swizzle, ldmatrix, mma.sync, which lane holds which element) are
-// the workspace's include/opgen/tensor_core.cuh.
+// The building blocks (cp.async, swizzle, ldmatrix, mma.sync, which lane holds which element; wgmma
+// descriptors, TMA and mbarriers) are the workspace's include/opgen/tensor_core.cuh.
 
 // ======================================== PROLOGUE ========================================
 // Elementwise work on the operands as the kernels read them: `a_value(x)` is applied to every
 // element of A, `b_value(x)` to every element of B, before they are multiplied. Set kIdentity to
-// false when you edit them (the tensor-core kernel then unpacks its fragments to apply them).
+// false when you edit them (the mma.sync kernel then unpacks its fragments to apply them; the
+// wgmma kernel, which multiplies straight from shared memory, is then not used).
 // The kernels also feed zeros past the matrices' edges: keep a_value(0) == 0 and b_value(0) == 0.
 // The CPU path (above) and the backward (which computes the plain product's gradients) do not
 // know your edit: change them to match, and the reference in reference.py.
@@ -101,6 +108,17 @@ struct TileShape {
 //   KiB:
 //     floats take twice the shared memory a slice, and an m16n8k8 MMA does half the work.
 //   tf32, small grids: 64x64 blocks of 4 warps of 32x32, 3 stages of 16 KiB.
+//   16-bit, large grids on an H100/H200 (sm_90a, the wgmma kernel): 128x256 blocks, k slices of
+//     64, 4 stages, two consumer warpgroups of 64x256 and a producer. m64n256k16 is wgmma's widest
+//     shape (B read once for 64 rows, the least shared-memory traffic a FLOP); its 128 float
+//     accumulators a thread fit once setmaxnreg moves registers from the producer (40) to the
+//     consumers (232); a 64-element (128-byte) k slice is one swizzle atom wide, one TMA box; 4
+//     stages of 48 KiB (192 KiB) is as deep as a multiprocessor's 227 KiB allows.
+struct HopperShape {
+  static constexpr int kBlockM = 128, kBlockN = 256, kBlockK = 64, kStages = 4, kConsumers = 2;
+  static constexpr int kThreads = 128 * (kConsumers + 1);
+  static_assert(kBlockM == 64 * kConsumers, "each consumer warpgroup owns 64 rows (one wgmma's m)");
+};
 using Large16 = TileShape<128, 256, 64, 64, 64, 3>;
 using Small16 = TileShape<64, 64, 64, 32, 32, 3>;
 using LargeTf32 = TileShape<128, 128, 32, 64, 32, 3>;
@@ -111,14 +129,19 @@ using SmallTf32 = TileShape<64, 64, 32, 32, 32, 3>;
 // stream B through L2 once per block row).
 constexpr int kGroupRows = 8;
 
-__device__ __forceinline__ void block_tile(int64_t tiles_m, int64_t tiles_n, int64_t& tile_m,
-                                           int64_t& tile_n) {
-  const int64_t index = blockIdx.x;
+__device__ __forceinline__ void grouped_tile(int64_t index, int64_t tiles_m, int64_t tiles_n,
+                                             int64_t& tile_m, int64_t& tile_n) {
   const int64_t group = index / (kGroupRows * tiles_n);
   const int64_t first_m = group * kGroupRows;
   const int64_t rows_in_group = tiles_m - first_m < kGroupRows ? tiles_m - first_m : kGroupRows;
   tile_m = first_m + index % rows_in_group;
   tile_n = (index % (kGroupRows * tiles_n)) / rows_in_group;
+}
+
+// The tile of C that block blockIdx.x computes, in that order.
+__device__ __forceinline__ void block_tile(int64_t tiles_m, int64_t tiles_n, int64_t& tile_m,
+                                           int64_t& tile_n) {
+  grouped_tile(blockIdx.x, tiles_m, tiles_n, tile_m, tile_n);
 }
 
 // One kBlockK slice of an operand into a stage: Tile rows are the operand's stored rows (outer
@@ -309,6 +332,171 @@ __global__ void __launch_bounds__(Shape::kThreads, 1)
   }
 }
 
+// The Hopper path (sm_90a, float16/bfloat16, large grids): a persistent kernel, each block taking
+// kBlockM x kBlockN tiles of C (of any batch) in turn, with three warpgroups. Warpgroup 0 is the
+// producer: one thread issues TMA copies of each kBlockK slice of A and B into a ring of kStages
+// 128-byte-swizzled stages, each completing on that stage's `full` barrier, and runs on into the
+// block's next tile while the consumers store this one. Warpgroups 1 and 2 are the consumers: each
+// multiplies its 64 rows of A by all of B with wgmma straight from shared memory (four
+// m64n256k16 a slice), keeps one slice's MMAs in flight while it waits for the one before, and
+// then hands that stage back to the producer through its `empty` barrier. The building blocks
+// (descriptors, TMA, mbarriers, which thread holds which accumulator) are tensor_core.cuh's Hopper
+// section.
+template <bool kATransposed>
+using HopperTileA =
+    opgen::tc::WgmmaTile<HopperShape::kBlockM, !kATransposed>;  // K-major unless stored (k, m)
+template <bool kBTransposed>
+using HopperTileB =
+    opgen::tc::WgmmaTile<HopperShape::kBlockN, kBTransposed>;  // K-major when stored (n, k)
+
+// Shared memory of one block: the stages, and 1024 bytes to align them to the swizzle's atoms.
+constexpr int kHopperSharedBytes = HopperShape::kStages *
+                                       (HopperShape::kBlockM + HopperShape::kBlockN) *
+                                       HopperShape::kBlockK * 2 +
+                                   1024;
+
+// kATransposed: A stored as (k, m) (a .mT() view); kBTransposed: B stored as (n, k). The tensor
+// maps describe A and B as stored, (batch, outer, inner). Tiles are numbered batch by batch, each
+// batch's as block_tile numbers them; block b takes tiles b, b + gridDim.x, ...
+template <typename scalar_t, bool kATransposed, bool kBTransposed>
+__global__ void OPGEN_WGMMA_LAUNCH_BOUNDS(HopperShape::kThreads)
+    wgmma_gemm_kernel(const __grid_constant__ CUtensorMap a_map,
+                      const __grid_constant__ CUtensorMap b_map, scalar_t* __restrict__ c,
+                      int64_t m, int64_t n, int64_t k, int64_t batches, Epilogue epilogue) {
+#if OPGEN_TC_WGMMA
+  namespace tc = opgen::tc;
+  using TileA = HopperTileA<kATransposed>;
+  using TileB = HopperTileB<kBTransposed>;
+  constexpr int kStages = HopperShape::kStages, kBlockK = HopperShape::kBlockK;
+  extern __shared__ unsigned char shared_bytes[];
+  __shared__ uint64_t full[kStages], empty[kStages];
+  unsigned char* stages = shared_bytes + ((1024 - tc::shared_address(shared_bytes) % 1024) % 1024);
+  unsigned char* a_stages = stages;
+  unsigned char* b_stages = stages + kStages * TileA::kBytes;
+
+  const int warpgroup = static_cast<int>(threadIdx.x) / 128;
+  const int64_t tiles_m = (m + HopperShape::kBlockM - 1) / HopperShape::kBlockM;
+  const int64_t tiles_n = (n + HopperShape::kBlockN - 1) / HopperShape::kBlockN;
+  const int64_t tiles = tiles_m * tiles_n;
+  const int64_t slices = (k + kBlockK - 1) / kBlockK;
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < kStages; ++s) {
+      tc::mbarrier_init(&full[s], 1);                             // the producer's expect_tx
+      tc::mbarrier_init(&empty[s], 4 * HopperShape::kConsumers);  // one arrival a consumer warp
+    }
+    tc::mbarrier_init_fence();
+  }
+  __syncthreads();
+
+  if (warpgroup == 0) {  // producer
+    tc::warpgroup_registers_decrease<40>();
+    if (threadIdx.x != 0) return;
+    int64_t issued = 0;  // slices issued by this block, over all its tiles: the ring's position
+    for (int64_t item = blockIdx.x; item < tiles * batches; item += gridDim.x) {
+      const int batch = static_cast<int>(item / tiles);
+      int64_t tile_m, tile_n;
+      grouped_tile(item % tiles, tiles_m, tiles_n, tile_m, tile_n);
+      const int m0 = static_cast<int>(tile_m * HopperShape::kBlockM),
+                n0 = static_cast<int>(tile_n * HopperShape::kBlockN);
+      for (int64_t slice = 0; slice < slices; ++slice, ++issued) {
+        const int stage = static_cast<int>(issued % kStages);
+        tc::mbarrier_wait(&empty[stage], static_cast<uint32_t>((issued / kStages) & 1) ^ 1);
+        tc::mbarrier_arrive_expect_tx(&full[stage], TileA::kBytes + TileB::kBytes);
+        const int k0 = static_cast<int>(slice * kBlockK);
+        unsigned char* a_tile = a_stages + stage * TileA::kBytes;
+        unsigned char* b_tile = b_stages + stage * TileB::kBytes;
+#pragma unroll
+        for (int box = 0; box < TileA::kBoxes; ++box) {
+          if constexpr (kATransposed) {  // stored (k, m): boxes of 64 m by 64 k
+            tc::tma_load_3d(a_tile + box * TileA::kBoxBytes, &a_map, m0 + 64 * box, k0, batch,
+                            &full[stage]);
+          } else {  // stored (m, k): one box of kBlockM m by 64 k
+            tc::tma_load_3d(a_tile, &a_map, k0, m0, batch, &full[stage]);
+          }
+        }
+#pragma unroll
+        for (int box = 0; box < TileB::kBoxes; ++box) {
+          if constexpr (kBTransposed) {  // stored (n, k): one box of kBlockN n by 64 k
+            tc::tma_load_3d(b_tile, &b_map, k0, n0, batch, &full[stage]);
+          } else {  // stored (k, n): boxes of 64 n by 64 k
+            tc::tma_load_3d(b_tile + box * TileB::kBoxBytes, &b_map, n0 + 64 * box, k0, batch,
+                            &full[stage]);
+          }
+        }
+      }
+    }
+    return;
+  }
+
+  // consumers
+  tc::warpgroup_registers_increase<232>();
+  const int consumer = warpgroup - 1;
+  const int lane = static_cast<int>(threadIdx.x) % 32,
+            warp_in_group = (static_cast<int>(threadIdx.x) / 32) % 4;
+  const bool pairs = n % 2 == 0;
+  int64_t consumed = 0;  // as the producer's `issued`
+  for (int64_t item = blockIdx.x; item < tiles * batches; item += gridDim.x) {
+    const int64_t batch = item / tiles;
+    int64_t tile_m, tile_n;
+    grouped_tile(item % tiles, tiles_m, tiles_n, tile_m, tile_n);
+    const int64_t m0 = tile_m * HopperShape::kBlockM, n0 = tile_n * HopperShape::kBlockN;
+    float acc[128];
+#pragma unroll
+    for (int i = 0; i < 128; ++i) acc[i] = 0.f;
+    for (int64_t slice = 0; slice < slices; ++slice, ++consumed) {
+      const int stage = static_cast<int>(consumed % kStages);
+      tc::mbarrier_wait(&full[stage], static_cast<uint32_t>((consumed / kStages) & 1));
+      const uint32_t a_tile = tc::shared_address(a_stages + stage * TileA::kBytes);
+      const uint32_t b_tile = tc::shared_address(b_stages + stage * TileB::kBytes);
+      tc::wgmma_fence();
+#pragma unroll
+      for (int kk = 0; kk < kBlockK; kk += 16) {
+        tc::wgmma_m64n256k16<scalar_t, kATransposed, !kBTransposed>(
+            acc, tc::wgmma_descriptor<TileA>(a_tile, 64 * consumer, kk),
+            tc::wgmma_descriptor<TileB>(b_tile, 0, kk), true);
+      }
+      tc::wgmma_commit();
+      tc::wgmma_wait<1>();  // the slice before this one is read: its stage may be refilled
+      if (slice > 0 && lane == 0) tc::mbarrier_arrive(&empty[(consumed - 1) % kStages]);
+    }
+    tc::wgmma_wait<0>();
+    if (lane == 0) tc::mbarrier_arrive(&empty[(consumed - 1) % kStages]);  // the tile's last slice
+
+    // Thread t of the warpgroup holds acc[4 j + i] at row 16 (t / 32) + accumulator_coord(t % 32,
+    // i).row and column 8 j + accumulator_coord(t % 32, i).col of its 64 x 256 part; a pair of
+    // neighbouring columns is stored at once where both are inside C and n is even (so the pair is
+    // aligned).
+    scalar_t* c_batch = c + batch * m * n;
+    const int64_t row0 = m0 + 64 * consumer + 16 * warp_in_group;
+#pragma unroll
+    for (int j = 0; j < 32; ++j) {
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        const tc::FragmentCoord at = tc::accumulator_coord(lane, 2 * half);
+        const int64_t row = row0 + at.row;
+        const int64_t col = n0 + 8 * j + at.col;
+        if (row >= m) continue;
+        const float first_value = acc[4 * j + 2 * half], second_value = acc[4 * j + 2 * half + 1];
+        const scalar_t first = static_cast<scalar_t>(epilogue(first_value, batch, row, col));
+        if (pairs && col + 1 < n) {
+          opgen::Pack<scalar_t, 2> pack;
+          pack.elem[0] = first;
+          pack.elem[1] = static_cast<scalar_t>(epilogue(second_value, batch, row, col + 1));
+          opgen::store_pack(c_batch + row * n + col, pack);
+        } else {
+          if (col < n) c_batch[row * n + col] = first;
+          if (col + 1 < n)
+            c_batch[row * n + col + 1] =
+                static_cast<scalar_t>(epilogue(second_value, batch, row, col + 1));
+        }
+      }
+    }
+  }
+#else
+  __trap();  // never launched: the host checks wgmma_kernel_built first
+#endif
+}
+
 // The plain tiled kernel: 64x64 tiles of C, 256 threads of 4x4 results each, k slices of 16 staged
 // in shared memory (padded by one element a row against bank conflicts), any strides.
 constexpr int kSimtTile = 64, kSimtK = 16, kSimtThreads = 256;
@@ -449,11 +637,80 @@ void launch_tensor_core(const TensorCoreView& a, const TensorCoreView& b, at::Te
   }
 }
 
+// The Hopper kernel for one operand layout: false (nothing launched) where the driver refuses a
+// tensor map of these operands (then the mma.sync kernel runs instead).
+template <typename scalar_t, bool kATransposed, bool kBTransposed>
+bool launch_wgmma(const TensorCoreView& a, const TensorCoreView& b, at::Tensor& c, int64_t m,
+                  int64_t n, int64_t k, cudaStream_t stream) {
+  namespace tc = opgen::tc;
+  using TileA = HopperTileA<kATransposed>;
+  using TileB = HopperTileB<kBTransposed>;
+  constexpr CUtensorMapDataType kType = std::is_same_v<scalar_t, c10::BFloat16>
+                                            ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16
+                                            : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
+  const int64_t batches = c.size(0);
+  // TMA coordinates are 32-bit.
+  if (std::max({m, n, k, batches}) >= INT32_MAX) return false;
+  CUtensorMap a_map, b_map;
+  const uint64_t a_inner = kATransposed ? m : k, a_outer = kATransposed ? k : m;
+  const uint64_t b_inner = kBTransposed ? k : n, b_outer = kBTransposed ? n : k;
+  if (!tc::encode_tensor_map(a_map, kType, a.tensor.const_data_ptr(), a_inner, a_outer, batches,
+                             a.row_stride, a.batch_stride, TileA::kBoxInner, TileA::kBoxOuter) ||
+      !tc::encode_tensor_map(b_map, kType, b.tensor.const_data_ptr(), b_inner, b_outer, batches,
+                             b.row_stride, b.batch_stride, TileB::kBoxInner, TileB::kBoxOuter)) {
+    return false;
+  }
+  auto kernel = wgmma_gemm_kernel<scalar_t, kATransposed, kBTransposed>;
+  static bool raised[64] =
+      {};  // above 48 KiB a block must ask for its shared memory; once per device
+  const int device = c.get_device();
+  if (device >= 64 || !raised[device]) {
+    C10_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                        kHopperSharedBytes));
+    if (device < 64) raised[device] = true;
+  }
+  // One block a multiprocessor (each takes all of one's shared memory), each taking tiles in turn.
+  const int64_t tiles = batches * ((m + HopperShape::kBlockM - 1) / HopperShape::kBlockM) *
+                        ((n + HopperShape::kBlockN - 1) / HopperShape::kBlockN);
+  const int64_t blocks = std::min<int64_t>(tiles, opgen::multiprocessor_count());
+  kernel<<<static_cast<unsigned>(blocks), HopperShape::kThreads, kHopperSharedBytes, stream>>>(
+      a_map, b_map, c.mutable_data_ptr<scalar_t>(), m, n, k, batches, Epilogue{});
+  OPGEN_CHECK_LAUNCH();
+  return true;
+}
+
+// Whether this build's Hopper kernel runs on `device`: an H100/H200, and the op compiled for sm_90a
+// (a build for plain sm_90 has no wgmma). Asked once per device.
+inline bool wgmma_available(int device) {
+  static int known[64] = {};  // 0 unknown, 1 no, 2 yes
+  if (device < 64 && known[device] != 0) return known[device] == 2;
+  const bool available = opgen::tc::device_is_sm90(device) &&
+                         opgen::tc::wgmma_kernel_built(
+                             wgmma_gemm_kernel<c10::BFloat16, false, false>, HopperShape::kThreads);
+  if (device < 64) known[device] = available ? 2 : 1;
+  return available;
+}
+
 template <typename scalar_t, typename Shape>
-void tensor_core_gemm(const at::Tensor& a, const at::Tensor& b, at::Tensor& c,
-                      cudaStream_t stream) {
+void tensor_core_gemm(const at::Tensor& a, const at::Tensor& b, at::Tensor& c, cudaStream_t stream,
+                      bool hopper = false) {
   const TensorCoreView a_view = tensor_core_view(a), b_view = tensor_core_view(b);
   const int64_t m = a.size(1), k = a.size(2), n = b.size(2);
+  if constexpr (!std::is_same_v<scalar_t, float>) {
+    // The wgmma kernel reads its operands straight from shared memory, so it cannot apply an
+    // edited prologue (the mma.sync kernel applies it to its fragments).
+    if (hopper && Prologue::kIdentity) {
+      const bool launched =
+          a_view.transposed
+              ? (b_view.transposed
+                     ? launch_wgmma<scalar_t, true, true>(a_view, b_view, c, m, n, k, stream)
+                     : launch_wgmma<scalar_t, true, false>(a_view, b_view, c, m, n, k, stream))
+              : (b_view.transposed
+                     ? launch_wgmma<scalar_t, false, true>(a_view, b_view, c, m, n, k, stream)
+                     : launch_wgmma<scalar_t, false, false>(a_view, b_view, c, m, n, k, stream));
+      if (launched) return;
+    }
+  }
   if (a_view.transposed) {
     if (b_view.transposed)
       return launch_tensor_core<scalar_t, Shape, true, true>(a_view, b_view, c, m, n, k, stream);
@@ -510,11 +767,15 @@ void gemm(const at::Tensor& a, const at::Tensor& b, at::Tensor& c, cudaStream_t 
       c.size(0) * ((m + 127) / 128) *
       ((n + (dtype == at::kFloat ? 127 : 255)) / (dtype == at::kFloat ? 128 : 256));
   const bool large = blocks_large >= opgen::multiprocessor_count();
+  // Large 16-bit grids on an H100/H200 built for sm_90a: the wgmma kernel (its 128x256 tile is
+  // Large16's, so the same grids fill the GPU).
+  const bool hopper = large && tensor_cores && (dtype == at::kBFloat16 || dtype == at::kHalf) &&
+                      wgmma_available(device);
   if (tensor_cores && dtype == at::kBFloat16) {
-    large ? tensor_core_gemm<c10::BFloat16, Large16>(a, b, c, stream)
+    large ? tensor_core_gemm<c10::BFloat16, Large16>(a, b, c, stream, hopper)
           : tensor_core_gemm<c10::BFloat16, Small16>(a, b, c, stream);
   } else if (tensor_cores && dtype == at::kHalf) {
-    large ? tensor_core_gemm<c10::Half, Large16>(a, b, c, stream)
+    large ? tensor_core_gemm<c10::Half, Large16>(a, b, c, stream, hopper)
           : tensor_core_gemm<c10::Half, Small16>(a, b, c, stream);
   } else if (tensor_cores && tf32) {
     large ? tensor_core_gemm<float, LargeTf32>(a, b, c, stream)
