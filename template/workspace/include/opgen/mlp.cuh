@@ -288,8 +288,9 @@ __host__ __device__ constexpr int backward_warps() {
 
 // Shared memory: the weights' tiles (all layers, or the widest one when streaming), the biases
 // (float, padded), and each warp's row buffer (16 rows of kBufferCols: x in the forward, the
-// output gradient in the backward), which the next tile's rows fill while the warp computes.
-template <typename T, class Net, int kWarps, int kBufferCols>
+// output gradient in the backward), which the next tile's rows fill while the warp computes,
+// followed by kSavedElements more a warp (tiles of what the forward keeps: SavedTile).
+template <typename T, class Net, int kWarps, int kBufferCols, int kSavedElements = 0>
 struct Layout {
   __host__ __device__ static constexpr int tile_elements(int l) {
     return padded(Net::width(l + 1)) * padded(Net::width(l));
@@ -316,10 +317,162 @@ struct Layout {
     const int64_t vec = 16 / sizeof(T);
     return (elements + vec - 1) / vec * vec;
   }
+  __host__ __device__ static constexpr int64_t warp_elements() {
+    return buffer_elements() + kSavedElements;
+  }
   __host__ __device__ static constexpr int64_t bytes(bool resident) {
-    return weight_bytes(resident) + bias_bytes() + kWarps * buffer_elements() * int64_t(sizeof(T));
+    return weight_bytes(resident) + bias_bytes() + kWarps * warp_elements() * int64_t(sizeof(T));
   }
 };
+
+// The largest shared memory a block may have on any supported GPU (sm_90's opt-in limit). Tiles
+// of what the forward keeps are only planned where a layout stays within it; a device with less
+// (checked at launch) runs the kernels without them.
+constexpr int64_t kSharedBudget = 227 * 1024;
+
+// The columns of what the forward keeps (opgen/mlp.h's Network, at compile time): a_1 .. a_{L-1},
+// then z_1 .. z_{L-1} (GELU, SiLU), then z_L (an output GELU or SiLU).
+template <class Net, Activation kHidden, Activation kOut>
+struct Saved {
+  __host__ __device__ static constexpr int output_column(int layer) {
+    int column = 0;
+    for (int l = 1; l < layer; ++l) column += Net::width(l);
+    return column;
+  }
+  __host__ __device__ static constexpr int preactivation_column(int layer) {
+    int column = output_column(Net::kLayers);
+    if (reads_preactivation(kHidden)) {
+      for (int l = 1; l < layer; ++l) column += Net::width(l);
+    }
+    return column;
+  }
+  __host__ __device__ static constexpr int columns() {
+    const int c = preactivation_column(Net::kLayers);
+    return reads_preactivation(kOut) ? c + Net::width(Net::kLayers) : c;
+  }
+};
+
+// A warp's 16 rows of what the forward keeps, in shared memory: rows kPitch = kCols + 8 elements
+// apart, so that the pairs one accumulator row group writes or reads (8 rows, 4 pairs each) fall
+// in different banks. Only for rows of whole 16-byte chunks (kCols * sizeof(T) % 16 == 0): a tile
+// then moves to and from global memory, where its rows are one contiguous block, in 16-byte
+// chunks.
+template <typename T, int kCols>
+struct SavedTile {
+  static constexpr int kVec = 16 / static_cast<int>(sizeof(T));
+  static constexpr bool kUsable = kCols > 0 && kCols % kVec == 0;
+  static constexpr int kPitch = kCols + 8;
+  static constexpr int kElements = kRowsPerWarp * kPitch;
+  static constexpr int kChunks = kCols / kVec;  // a row's
+
+  // Starts copying rows row0 .. row0 + valid - 1 of (rows, kCols) `src` in (cp.async where the
+  // matrix is 16-byte aligned); the reader waits (cp_async_wait, __syncwarp) first.
+  __device__ __forceinline__ static void fetch(T* tile, const T* src, int64_t row0, int valid,
+                                               bool aligned, int lane) {
+    const T* first = src + row0 * kCols;
+    if (aligned) {
+      const uint32_t to = tc::shared_address(tile);
+      for (int i = lane; i < valid * kChunks; i += 32) {
+        const int r = i / kChunks, c = i - r * kChunks;
+        tc::cp_async_16(to + (r * kPitch + c * kVec) * sizeof(T), first + r * kCols + c * kVec,
+                        true);
+      }
+    } else {
+      for (int i = lane; i < valid * kCols; i += 32) {
+        const int r = i / kCols;
+        tile[r * kPitch + (i - r * kCols)] = first[i];
+      }
+    }
+    tc::cp_async_commit();
+  }
+
+  // The inverse: the tile's first `valid` rows out to rows row0.. of `dst` (after a __syncwarp).
+  __device__ __forceinline__ static void flush(const T* tile, T* dst, int64_t row0, int valid,
+                                               bool aligned, int lane) {
+    T* first = dst + row0 * kCols;
+    if (aligned) {
+      for (int i = lane; i < valid * kChunks; i += 32) {
+        const int r = i / kChunks, c = i - r * kChunks;
+        *reinterpret_cast<int4*>(first + r * kCols + c * kVec) =
+            *reinterpret_cast<const int4*>(tile + r * kPitch + c * kVec);
+      }
+    } else {
+      for (int i = lane; i < valid * kCols; i += 32) {
+        const int r = i / kCols;
+        first[i] = tile[r * kPitch + (i - r * kCols)];
+      }
+    }
+  }
+
+  // Columns kColumn + col, + 1 (col even) of row `row`, within a block of kWidth columns, as
+  // floats (zero past kWidth); one 4- or 8-byte access where kColumn is even.
+  template <int kColumn, int kWidth>
+  __device__ __forceinline__ static float2 read(const T* tile, int row, int col) {
+    if (col >= kWidth) return {0.f, 0.f};
+    const T* at = tile + row * kPitch + kColumn + col;
+    if constexpr (kColumn % 2 == 0 && kWidth % 2 == 0) {
+      if constexpr (std::is_same_v<T, float>) {
+        return *reinterpret_cast<const float2*>(at);
+      } else {
+        return unpack2<T>(*reinterpret_cast<const uint32_t*>(at));
+      }
+    } else {
+      return {static_cast<float>(at[0]), col + 1 < kWidth ? static_cast<float>(at[1]) : 0.f};
+    }
+  }
+
+  template <int kColumn, int kWidth>
+  __device__ __forceinline__ static void write_bits(T* tile, int row, int col, uint32_t bits) {
+    if constexpr (kColumn % 2 == 0 && kWidth % 2 == 0) {
+      if (col < kWidth) *reinterpret_cast<uint32_t*>(tile + row * kPitch + kColumn + col) = bits;
+    } else {
+      const float2 v = unpack2<T>(bits);
+      write<kColumn, kWidth>(tile, row, col, v.x, v.y);
+    }
+  }
+
+  template <int kColumn, int kWidth>
+  __device__ __forceinline__ static void write(T* tile, int row, int col, float lo, float hi) {
+    if (col >= kWidth) return;
+    T* at = tile + row * kPitch + kColumn + col;
+    if constexpr (kColumn % 2 == 0 && kWidth % 2 == 0 && !std::is_same_v<T, float>) {
+      *reinterpret_cast<uint32_t*>(at) = pack2<T>(lo, hi);
+    } else {
+      at[0] = static_cast<T>(lo);
+      if (col + 1 < kWidth) at[1] = static_cast<T>(hi);
+    }
+  }
+};
+
+// How many saved tiles a warp of the backward prefetches (2: the next tile's while this one's
+// are read; 1: the next tile's once this one's are read; 0: read from global memory directly),
+// the most that fit.
+template <typename T, class Net, Activation kHidden, Activation kOut, int kWarps>
+__host__ __device__ constexpr int saved_tiles() {
+  using Tile = SavedTile<T, Saved<Net, kHidden, kOut>::columns()>;
+  if constexpr (!Tile::kUsable || kHidden == Activation::kNone) {  // none: nothing to read
+    return 0;
+  } else {
+    for (int n = 2; n >= 1; --n) {
+      using L = Layout<T, Net, kWarps, Net::width(Net::kLayers)>;
+      if (L::bytes(true) + int64_t(kWarps) * n * Tile::kElements * int64_t(sizeof(T)) <=
+          kSharedBudget) {
+        return n;
+      }
+    }
+    return 0;
+  }
+}
+
+// Whether the forward stages what it keeps in a shared tile (16-bit types: their pairs are half a
+// 32-byte sector, which written straight from the accumulators costs twice the write traffic).
+template <typename T, class Net, Activation kHidden, Activation kOut, int kWarps>
+__host__ __device__ constexpr bool stages_saved() {
+  using Tile = SavedTile<T, Saved<Net, kHidden, kOut>::columns()>;
+  using L = Layout<T, Net, kWarps, Net::width(0)>;
+  return !std::is_same_v<T, float> && Tile::kUsable &&
+         L::bytes(true) + int64_t(kWarps) * Tile::kElements * int64_t(sizeof(T)) <= kSharedBudget;
+}
 
 // f(std::integral_constant<int, i>) for i = kBegin .. kEnd-1, unrolled at compile time (each
 // layer has its own widths, so each is its own code).
@@ -422,23 +575,29 @@ __device__ __forceinline__ void warp_layer(const Operand<T, kWidth>& a, const T*
   }
 }
 
-// The forward: x (rows, widths[0]) -> y (rows, widths[L]), keeping `saved` when it is set.
-template <typename T, class Net, Activation kHidden, Activation kOut, bool kBias, bool kResident>
+// The forward: x (rows, widths[0]) -> y (rows, widths[L]), keeping `saved` when it is set; with
+// kStage, what it keeps goes through a shared tile a warp (SavedTile), out in 16-byte chunks.
+template <typename T, class Net, Activation kHidden, Activation kOut, bool kBias, bool kResident,
+          bool kStage>
 __global__ void __launch_bounds__(forward_warps<T, Net>() * 32, 1)
     forward_kernel(const Params<T> p) {
   constexpr int kWarps = forward_warps<T, Net>();
   constexpr int kInWidth = Net::width(0);
   constexpr int kMaxPadded = Net::max_padded();
   constexpr bool k16 = !std::is_same_v<T, float>;
-  using L = Layout<T, Net, kWarps, kInWidth>;
+  using Kept = Saved<Net, kHidden, kOut>;
+  using Stage = SavedTile<T, Kept::columns()>;
+  using L = Layout<T, Net, kWarps, kInWidth, kStage ? Stage::kElements : 0>;
   extern __shared__ __align__(16) unsigned char shared[];
   T* weights = reinterpret_cast<T*>(shared);
   float* biases = reinterpret_cast<float*>(shared + L::weight_bytes(kResident));
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int group = lane / 4, quad = lane % 4;
   T* buffer = reinterpret_cast<T*>(shared + L::weight_bytes(kResident) + L::bias_bytes()) +
-              warp * L::buffer_elements();
+              warp * L::warp_elements();
+  T* stage = buffer + L::buffer_elements();  // kStage only
   const bool x_aligned = reinterpret_cast<uintptr_t>(p.x) % 16 == 0;
+  const bool saved_aligned = reinterpret_cast<uintptr_t>(p.saved) % 16 == 0;
   constexpr int64_t kBlockRows = int64_t(kWarps) * kRowsPerWarp;
   const int64_t stride = int64_t(gridDim.x) * kBlockRows;
   const auto rows_from = [&](int64_t row0) {
@@ -523,17 +682,32 @@ __global__ void __launch_bounds__(forward_warps<T, Net>() * 32, 1)
             const uint32_t zb = pack2<T>(z0, z1);
             const uint32_t ab = kAct == Activation::kRelu ? relu2<T>(zb) : zb;
             if constexpr (!kLast) put_bits(next, t, half, ab);
-            if (store_a && in) {
-              store_pair_bits(a_first + (row0 + row) * a_stride, col, kWidth, a_paired, ab);
+            if constexpr (kStage && !kLast) {
+              if (keep)
+                Stage::template write_bits<Kept::output_column(l + 1), kWidth>(stage, row, col, ab);
+            } else {
+              if (store_a && in) {
+                store_pair_bits(a_first + (row0 + row) * a_stride, col, kWidth, a_paired, ab);
+              }
             }
           } else {
             const float zr0 = k16 ? round_to<T>(z0) : z0, zr1 = k16 ? round_to<T>(z1) : z1;
             const float a0 = activate<kAct>(zr0), a1 = activate<kAct>(zr1);
             if constexpr (!kLast) put(next, t, half, a0, a1);
-            if (store_a && in) {
-              store_pair(a_first + (row0 + row) * a_stride, col, kWidth, a_paired, a0, a1);
+            if constexpr (kStage && !kLast) {
+              if (keep)
+                Stage::template write<Kept::output_column(l + 1), kWidth>(stage, row, col, a0, a1);
+            } else {
+              if (store_a && in) {
+                store_pair(a_first + (row0 + row) * a_stride, col, kWidth, a_paired, a0, a1);
+              }
             }
-            if constexpr (kKeepZ) {
+            if constexpr (kKeepZ && kStage) {
+              if (keep) {
+                Stage::template write<Kept::preactivation_column(l + 1), kWidth>(stage, row, col,
+                                                                                 zr0, zr1);
+              }
+            } else if constexpr (kKeepZ) {
               if (keep && in) {
                 store_pair(z_first + (row0 + row) * p.saved_stride, col, kWidth, z_paired, zr0,
                            zr1);
@@ -544,25 +718,39 @@ __global__ void __launch_bounds__(forward_warps<T, Net>() * 32, 1)
       });
       if constexpr (!kLast) h = next;
     });
+    if constexpr (kStage) {
+      if (p.saved != nullptr && valid > 0) {
+        __syncwarp();  // the whole tile is written
+        Stage::flush(stage, p.saved, row0, valid, saved_aligned, lane);
+        __syncwarp();  // and read, before the next tile's rows overwrite it
+      }
+    }
   }
 }
 
 // The input gradient, and each layer's pre-activation gradient (for the weight and bias GEMMs).
-template <typename T, class Net, Activation kHidden, Activation kOut, bool kResident>
+// With kSavedTiles (saved_tiles), each warp's rows of what the forward kept arrive in shared
+// tiles, copied ahead with cp.async; without, the derivatives read them from global memory.
+template <typename T, class Net, Activation kHidden, Activation kOut, bool kResident,
+          int kSavedTiles>
 __global__ void __launch_bounds__(backward_warps<T>() * 32, 1) backward_kernel(const Params<T> p) {
   constexpr int kWarps = backward_warps<T>();
   constexpr int kLayers = Net::kLayers;
   constexpr int kOutWidth = Net::width(kLayers);
   constexpr int kMaxPadded = Net::max_padded();
   constexpr bool k16 = !std::is_same_v<T, float>;
-  using L = Layout<T, Net, kWarps, kOutWidth>;
+  using Kept = Saved<Net, kHidden, kOut>;
+  using Tiles = SavedTile<T, Kept::columns()>;
+  using L = Layout<T, Net, kWarps, kOutWidth, kSavedTiles * Tiles::kElements>;
   extern __shared__ __align__(16) unsigned char shared[];
   T* weights = reinterpret_cast<T*>(shared);
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int group = lane / 4, quad = lane % 4;
   T* buffer = reinterpret_cast<T*>(shared + L::weight_bytes(kResident) + L::bias_bytes()) +
-              warp * L::buffer_elements();
+              warp * L::warp_elements();
+  T* const saved_tiles = buffer + L::buffer_elements();  // kSavedTiles of them
   const bool g_aligned = reinterpret_cast<uintptr_t>(p.grad_out) % 16 == 0;
+  const bool saved_aligned = reinterpret_cast<uintptr_t>(p.saved) % 16 == 0;
   constexpr int64_t kBlockRows = int64_t(kWarps) * kRowsPerWarp;
   const int64_t stride = int64_t(gridDim.x) * kBlockRows;
   const auto rows_from = [&](int64_t row0) {
@@ -573,6 +761,9 @@ __global__ void __launch_bounds__(backward_warps<T>() * 32, 1) backward_kernel(c
   if (first_row0 < p.rows) {
     fetch_rows<T, kOutWidth>(buffer, p.grad_out, first_row0, rows_from(first_row0), g_aligned,
                              lane);
+    if constexpr (kSavedTiles > 0) {
+      Tiles::fetch(saved_tiles, p.saved, first_row0, rows_from(first_row0), saved_aligned, lane);
+    }
   }
   if constexpr (kResident) {
     static_for<0, kLayers>([&](auto layer) {
@@ -590,10 +781,12 @@ __global__ void __launch_bounds__(backward_warps<T>() * 32, 1) backward_kernel(c
   T* const last_pre = p.grad_pre + p.grad_pre_column[kLayers];
   const bool pre_paired = pairs_aligned(p.grad_pre, p.grad_pre_stride);  // columns checked below
 
+  int parity = 0;  // with two saved tiles: the one holding this tile's rows
   for (int64_t block_row0 = int64_t(blockIdx.x) * kBlockRows; block_row0 < p.rows;
-       block_row0 += stride) {
+       block_row0 += stride, parity ^= 1) {
     const int64_t row0 = block_row0 + int64_t(warp) * kRowsPerWarp;
     const int valid = rows_from(row0);
+    T* const kept = saved_tiles + (kSavedTiles == 2 ? parity * Tiles::kElements : 0);
     Operand<T, kMaxPadded> g;
     if (valid > 0) {
       tc::cp_async_wait<0>();
@@ -624,6 +817,10 @@ __global__ void __launch_bounds__(backward_warps<T>() * 32, 1) backward_kernel(c
       if (row0 + stride < p.rows) {
         fetch_rows<T, kOutWidth>(buffer, p.grad_out, row0 + stride, rows_from(row0 + stride),
                                  g_aligned, lane);
+        if constexpr (kSavedTiles == 2) {  // into the other tile, read by the previous tile
+          Tiles::fetch(saved_tiles + (1 - parity) * Tiles::kElements, p.saved, row0 + stride,
+                       rows_from(row0 + stride), saved_aligned, lane);
+        }
       }
     }
     static_for<0, kLayers>([&](auto step) {
@@ -641,8 +838,10 @@ __global__ void __launch_bounds__(backward_warps<T>() * 32, 1) backward_kernel(c
         // What the hidden activation's derivative reads (a_l, or z_l for GELU and SiLU), loaded
         // before the layer's MMAs so that its latency hides behind them.
         constexpr bool kDerivative = kHidden != Activation::kNone;
-        float2 s[kDerivative ? kIn / 8 : 1][2];
-        if constexpr (kDerivative) {
+        constexpr int kColumn =
+            reads_preactivation(kHidden) ? Kept::preactivation_column(l) : Kept::output_column(l);
+        float2 s[kDerivative && kSavedTiles == 0 ? kIn / 8 : 1][2];
+        if constexpr (kDerivative && kSavedTiles == 0) {
           const T* s_first = p.saved + (reads_preactivation(kHidden) ? p.preactivation_column[l]
                                                                      : p.output_column[l]);
           const bool s_paired = pairs_aligned(s_first, p.saved_stride);
@@ -668,8 +867,15 @@ __global__ void __launch_bounds__(backward_warps<T>() * 32, 1) backward_kernel(c
             float v0 = acc.value[2 * half], v1 = acc.value[2 * half + 1];
             if constexpr (kDerivative) {
               if constexpr (k16) v0 = round_to<T>(v0), v1 = round_to<T>(v1);  // eager's GEMM
-              v0 *= derivative<kHidden>(s[t][half].x);
-              v1 *= derivative<kHidden>(s[t][half].y);
+              float2 sv;
+              if constexpr (kSavedTiles > 0) {
+                sv = row < valid ? Tiles::template read<kColumn, kInWidth>(kept, row, col)
+                                 : float2{0.f, 0.f};
+              } else {
+                sv = s[t][half];
+              }
+              v0 *= derivative<kHidden>(sv.x);
+              v1 *= derivative<kHidden>(sv.y);
             }
             if constexpr (k16) v0 = round_to<T>(v0), v1 = round_to<T>(v1);
             put(next, t, half, v0, v1);
@@ -681,6 +887,13 @@ __global__ void __launch_bounds__(backward_warps<T>() * 32, 1) backward_kernel(c
         });
         g = next;
       } else {
+        if constexpr (kSavedTiles == 1) {  // this tile's saved rows are read: the next tile's
+          if (row0 + stride < p.rows) {
+            __syncwarp();
+            Tiles::fetch(saved_tiles, p.saved, row0 + stride, rows_from(row0 + stride),
+                         saved_aligned, lane);
+          }
+        }
         const bool paired = pairs_aligned(p.grad_x, int64_t(kInWidth));
         warp_layer<T, kOutN, kIn>(g, tile, lane, [&](int t, const tc::Accumulator& acc) {
           const int col = 8 * t + 2 * quad;
@@ -783,26 +996,43 @@ Params<T> make_params(const Network& net, const at::Tensor& x,
   return p;
 }
 
-// Every layer's weights in shared memory at once where they fit (else one layer at a time).
+// Every layer's weights in shared memory at once where they fit (else one layer at a time), with
+// the saved tiles where those fit too.
 template <typename T, class Net, Activation kHidden, Activation kOut, bool kBias>
 void forward(const Params<T>& p, cudaStream_t stream) {
   constexpr int kWarps = forward_warps<T, Net>();
+  constexpr bool kStage = stages_saved<T, Net, kHidden, kOut, kWarps>();
+  using Staged = Layout<T, Net, kWarps, Net::width(0),
+                        SavedTile<T, Saved<Net, kHidden, kOut>::columns()>::kElements>;
   using L = Layout<T, Net, kWarps, Net::width(0)>;
-  if (L::bytes(true) <= shared_limit()) {
-    launch<kWarps>(forward_kernel<T, Net, kHidden, kOut, kBias, true>, p, L::bytes(true), stream);
+  const int64_t limit = shared_limit();
+  if (kStage && Staged::bytes(true) <= limit) {
+    launch<kWarps>(forward_kernel<T, Net, kHidden, kOut, kBias, true, kStage>, p,
+                   Staged::bytes(true), stream);
+  } else if (L::bytes(true) <= limit) {
+    launch<kWarps>(forward_kernel<T, Net, kHidden, kOut, kBias, true, false>, p, L::bytes(true),
+                   stream);
   } else {
-    launch<kWarps>(forward_kernel<T, Net, kHidden, kOut, kBias, false>, p, L::bytes(false), stream);
+    launch<kWarps>(forward_kernel<T, Net, kHidden, kOut, kBias, false, false>, p, L::bytes(false),
+                   stream);
   }
 }
 
 template <typename T, class Net, Activation kHidden, Activation kOut>
 void backward(const Params<T>& p, cudaStream_t stream) {
   constexpr int kWarps = backward_warps<T>();
+  constexpr int kTiles = saved_tiles<T, Net, kHidden, kOut, kWarps>();
+  using Tiled = Layout<T, Net, kWarps, Net::width(Net::kLayers),
+                       kTiles * SavedTile<T, Saved<Net, kHidden, kOut>::columns()>::kElements>;
   using L = Layout<T, Net, kWarps, Net::width(Net::kLayers)>;
-  if (L::bytes(true) <= shared_limit()) {
-    launch<kWarps>(backward_kernel<T, Net, kHidden, kOut, true>, p, L::bytes(true), stream);
+  const int64_t limit = shared_limit();
+  if (kTiles > 0 && Tiled::bytes(true) <= limit) {
+    launch<kWarps>(backward_kernel<T, Net, kHidden, kOut, true, kTiles>, p, Tiled::bytes(true),
+                   stream);
+  } else if (L::bytes(true) <= limit) {
+    launch<kWarps>(backward_kernel<T, Net, kHidden, kOut, true, 0>, p, L::bytes(true), stream);
   } else {
-    launch<kWarps>(backward_kernel<T, Net, kHidden, kOut, false>, p, L::bytes(false), stream);
+    launch<kWarps>(backward_kernel<T, Net, kHidden, kOut, false, 0>, p, L::bytes(false), stream);
   }
 }
 
