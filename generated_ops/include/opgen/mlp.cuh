@@ -3,17 +3,23 @@
 // for narrow layers the weights fit in shared memory and a warp's rows stay on chip through every
 // layer, so the network costs about one read of x and one write of y.
 //
-//   * Each block stages every layer's weights once into swizzled shared tiles
-//   (opgen/tensor_core.cuh)
-//     and then walks rows, 16 per warp at a time (a persistent grid). Where all the weights do not
-//     fit (wide, deep float32 networks) a block stages one layer at a time instead, per block of
-//     rows, and the warps step through the layers together.
+//   * One block a multiprocessor (a persistent grid) stages every layer's weights once into
+//     swizzled shared tiles (opgen/tensor_core.cuh); its warps then walk rows, 16 a warp at a
+//     time. Where all the weights do not fit (wide, deep float32 networks) a block stages one layer
+//     at a time instead, per block of rows, and the warps step through the layers together.
 //   * A warp's activations stay in registers from layer to layer: the float accumulator of an
 //     m16n8 MMA holds, per thread, the same rows and column pairs that the next layer's A
 //     fragment wants, so a layer's output becomes the next layer's input by a conversion, with no
 //     shared-memory round trip (for tf32, whose A fragment holds columns k and k+4 where the
 //     accumulator holds 2k and 2k+1, the weights' columns are permuted within each group of 8
-//     when staged, which renumbers k to match).
+//     when staged, which renumbers k to match). A layer's output tiles are computed 4 at a time
+//     (32 columns) and turned into the next operand at once (Operand, warp_layer), so a thread
+//     holds two operands (16-bit: packed pairs, 32 registers each at width 128) and few
+//     accumulators: 16 warps a block fit in 128 registers a thread.
+//   * Memory latency hides behind the MMAs: each warp's next 16 rows of x (of the output gradient,
+//     and of what the forward kept, in the backward) are on their way with cp.async while it
+//     computes the current ones. What the forward keeps leaves through a shared tile a warp, in
+//     16-byte chunks (SavedTile), where it fits.
 //   * Widths are padded inside (zero weights, zero bias) to 16, 32, 64 or 128, the swizzled
 //     tiles' row lengths; the user's tensors are read and written at their own widths.
 //   * bfloat16/float16 multiply in their own type with float accumulation, rounding each layer's
