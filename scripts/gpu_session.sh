@@ -9,6 +9,8 @@
 #             processes, default 8, that start right after the build and overlap the tests;
 #             QUICK_ARGS: more options of the sweep, e.g. --compile-budget 200 or --no-compile)
 #   profile   the linear ops' training step, kernel by kernel against eager (scripts/linear_profile.py)
+#   mlpquick  the mlp ops against eager at a few batches, and a training step kernel by kernel
+#             (scripts/mlp_quick_bench.py; MLPQUICK_ARGS: more options, e.g. --rows 1048576)
 # Device time is scarce, so one call does it all; logs and results land in $OUT. The workspace
 # lives in $GPU_WORK (default /tmp/opgen-gpu), so a second call on a warm machine rebuilds nothing.
 #
@@ -164,6 +166,11 @@ if has_mode profile; then
     read -r -a shapes <<< "${PROFILE_SHAPES:-}"
     PYTHONPATH="$work${PYTHONPATH:+:$PYTHONPATH}" python3 "$repo/scripts/linear_profile.py" "$op" "${shapes[@]}" 2>&1 | tee "$OUT/profile-$op.log"
   done
+fi
+if has_mode mlpquick; then
+  PYTHONPATH="$work${PYTHONPATH:+:$PYTHONPATH}" python3 "$repo/scripts/mlp_quick_bench.py" "$work/generated_ops" \
+    "${ops[@]}" ${MLPQUICK_ARGS:-} 2>&1 | tee "$OUT/mlpquick.log"
+  [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
 fi
 if has_mode bench; then
   # In the order named; BENCH_BUDGET_S (seconds since the script began) stops starting new ops,

@@ -403,6 +403,25 @@ __device__ __forceinline__ void load_b_tf32(FragmentB& frag, const float* tile_b
   }
 }
 
+// Two neighbouring 8x8 tf32 B-operand fragments (n columns n0..n0+7 and n0+8..n0+15) with one
+// ldmatrix.x4 from a float tile holding B as [n][k], its values taken as they are: for a tile
+// whose values were rounded to tf32 when staged (to_tf32), which saves a conversion per register
+// per MMA. Matrices (n 0-7, k 0-3), (n 0-7, k 4-7), (n 8-15, k 0-3), (n 8-15, k 4-7): lane l points
+// at n row (l % 8) + 8 * (l / 16), k col 4 * ((l / 8) % 2).
+template <typename Tile>
+__device__ __forceinline__ void load_b_tf32_pair_rounded(FragmentB& first, FragmentB& second,
+                                                         const float* tile_base, int row0, int col0,
+                                                         int lane) {
+  const uint32_t src = shared_address(
+      tile_base + Tile::offset(row0 + lane % 8 + 8 * (lane / 16), col0 + 4 * ((lane / 8) % 2)));
+  uint32_t reg[4];
+  ldmatrix<4, false>(reg, src);
+  first.reg[0] = reg[0];
+  first.reg[1] = reg[1];
+  second.reg[0] = reg[2];
+  second.reg[1] = reg[3];
+}
+
 // ---------------------------------------------------------------------------------------------
 // mma.sync: D = A * B + C over one warp, float accumulation (d may alias c).
 // ---------------------------------------------------------------------------------------------

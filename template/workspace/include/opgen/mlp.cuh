@@ -3,17 +3,23 @@
 // for narrow layers the weights fit in shared memory and a warp's rows stay on chip through every
 // layer, so the network costs about one read of x and one write of y.
 //
-//   * Each block stages every layer's weights once into swizzled shared tiles
-//   (opgen/tensor_core.cuh)
-//     and then walks rows, 16 per warp at a time (a persistent grid). Where all the weights do not
-//     fit (wide, deep float32 networks) a block stages one layer at a time instead, per block of
-//     rows, and the warps step through the layers together.
+//   * One block a multiprocessor (a persistent grid) stages every layer's weights once into
+//     swizzled shared tiles (opgen/tensor_core.cuh); its warps then walk rows, 16 a warp at a
+//     time. Where all the weights do not fit (wide, deep float32 networks) a block stages one layer
+//     at a time instead, per block of rows, and the warps step through the layers together.
 //   * A warp's activations stay in registers from layer to layer: the float accumulator of an
 //     m16n8 MMA holds, per thread, the same rows and column pairs that the next layer's A
 //     fragment wants, so a layer's output becomes the next layer's input by a conversion, with no
 //     shared-memory round trip (for tf32, whose A fragment holds columns k and k+4 where the
 //     accumulator holds 2k and 2k+1, the weights' columns are permuted within each group of 8
-//     when staged, which renumbers k to match).
+//     when staged, which renumbers k to match). A layer's output tiles are computed 4 at a time
+//     (32 columns) and turned into the next operand at once (Operand, warp_layer), so a thread
+//     holds two operands (16-bit: packed pairs, 32 registers each at width 128) and few
+//     accumulators: 16 warps a block fit in 128 registers a thread.
+//   * Memory latency hides behind the MMAs: each warp's next 16 rows of x (of the output gradient,
+//     and of what the forward kept, in the backward) are on their way with cp.async while it
+//     computes the current ones. What the forward keeps leaves through a shared tile a warp, in
+//     16-byte chunks (SavedTile), where it fits.
 //   * Widths are padded inside (zero weights, zero bias) to 16, 32, 64 or 128, the swizzled
 //     tiles' row lengths; the user's tensors are read and written at their own widths.
 //   * bfloat16/float16 multiply in their own type with float accumulation, rounding each layer's
@@ -38,6 +44,8 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <map>
+#include <mutex>
 #include <type_traits>
 #include <utility>
 
@@ -127,124 +135,125 @@ __host__ __device__ constexpr int stored_column(int k) {
   }
 }
 
-// One warp's activations: columns of 16 rows in the accumulator layout (tensor_core.cuh:
-// element i of tile t is row group + 8*(i/2), column 8t + 2*quad_lane + i%2), as floats.
-template <int kMaxPadded>
-struct Rows {
-  float v[kMaxPadded / 8][4];
+// Two 16-bit values of one register as floats (the low half is the lower column).
+template <typename T>
+__device__ __forceinline__ float2 unpack2(uint32_t bits) {
+  if constexpr (std::is_same_v<T, c10::BFloat16>) {
+    return __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&bits));
+  } else {
+    return __half22float2(*reinterpret_cast<const __half2*>(&bits));
+  }
+}
+
+// ReLU of both 16-bit values of a register (rounding first and then clamping at zero is what
+// eager's GEMM and ReLU do, one after the other).
+template <typename T>
+__device__ __forceinline__ uint32_t relu2(uint32_t bits) {
+  if constexpr (std::is_same_v<T, c10::BFloat16>) {
+    const __nv_bfloat162 v =
+        __hmax2(*reinterpret_cast<const __nv_bfloat162*>(&bits), __float2bfloat162_rn(0.f));
+    return *reinterpret_cast<const uint32_t*>(&v);
+  } else {
+    const __half2 v = __hmax2(*reinterpret_cast<const __half2*>(&bits), __float2half2_rn(0.f));
+    return *reinterpret_cast<const uint32_t*>(&v);
+  }
+}
+
+// One warp's 16 rows as the A operand of each k-step of a layer (tensor_core.cuh's FragmentA):
+// 16-bit types as packed pairs (m16n8k16), float as tf32 (m16n8k8). The accumulator of an m16n8
+// output tile t holds, per thread, columns 8t + 2*quad_lane + {0, 1} of row `group` (half 0) and
+// of row group + 8 (half 1): `put` writes such a pair where the next layer's A fragment wants it,
+// so a layer's output becomes the next one's operand without leaving registers.
+template <typename T, int kWidth>
+struct Operand {
+  tc::FragmentA step[kWidth / tc::Mma<T>::kK];
 };
 
-// The A fragment of k-step `kt` from the activations held in the accumulator layout.
-template <typename T, int kMaxPadded>
-__device__ __forceinline__ tc::FragmentA a_fragment(const Rows<kMaxPadded>& h, int kt) {
-  tc::FragmentA a;
+template <typename T, int kWidth>
+__device__ __forceinline__ void put(Operand<T, kWidth>& a, int t, int half, float lo, float hi) {
   if constexpr (std::is_same_v<T, float>) {
-    // m16n8k8: registers hold (g, k=q), (g+8, q), (g, q+4), (g+8, q+4); physical q is logical 2q.
-    a.reg[0] = tc::to_tf32(h.v[kt][0]);
-    a.reg[1] = tc::to_tf32(h.v[kt][2]);
-    a.reg[2] = tc::to_tf32(h.v[kt][1]);
-    a.reg[3] = tc::to_tf32(h.v[kt][3]);
+    a.step[t].reg[half] = tc::to_tf32(lo);      // physical column quad_lane: logical 2*quad_lane
+    a.step[t].reg[2 + half] = tc::to_tf32(hi);  // physical quad_lane + 4: logical 2*quad_lane + 1
   } else {
-    // m16n8k16: k-step kt spans accumulator tiles 2kt and 2kt+1.
-    a.reg[0] = pack2<T>(h.v[2 * kt][0], h.v[2 * kt][1]);
-    a.reg[1] = pack2<T>(h.v[2 * kt][2], h.v[2 * kt][3]);
-    a.reg[2] = pack2<T>(h.v[2 * kt + 1][0], h.v[2 * kt + 1][1]);
-    a.reg[3] = pack2<T>(h.v[2 * kt + 1][2], h.v[2 * kt + 1][3]);
-  }
-  return a;
-}
-
-// out (16 x kN) = h (16 x kK) times the staged tile's transpose ([kN][kK], n-major).
-template <typename T, int kK, int kN, int kMaxPadded>
-__device__ __forceinline__ void warp_layer(const Rows<kMaxPadded>& h, const T* tile,
-                                           tc::Accumulator (&acc)[kMaxPadded / 8], int lane) {
-  using Tile = tc::SwizzledTile<T, kN, kK>;
-  constexpr int kStep = tc::Mma<T>::kK;
-#pragma unroll
-  for (int nt = 0; nt < kN / 8; ++nt) acc[nt] = tc::Accumulator{};
-#pragma unroll
-  for (int kt = 0; kt < kK / kStep; ++kt) {
-    const tc::FragmentA a = a_fragment<T>(h, kt);
-#pragma unroll
-    for (int nt = 0; nt < kN / 8; ++nt) {
-      tc::FragmentB b;
-      if constexpr (std::is_same_v<T, float>) {
-        tc::load_b_tf32<Tile, false>(b, tile, nt * 8, kt * kStep, lane);
-      } else {
-        tc::load_b16<Tile, false>(b, tile, nt * 8, kt * kStep, lane);
-      }
-      tc::Mma<T>::run(acc[nt], a, b);
-    }
+    a.step[t / 2].reg[2 * (t % 2) + half] = pack2<T>(lo, hi);
   }
 }
 
-// 16 rows (row0.., `valid` of them) of a (rows, cols) matrix with row stride `stride` into the
-// warp's staging buffer (16 x cols, dense), then into the accumulator layout (zero past cols and
-// past the valid rows). 16-byte loads where the rows are one aligned dense span.
-template <typename T, int kPadded, int kMaxPadded>
-__device__ __forceinline__ void load_rows(Rows<kMaxPadded>& h, const T* src, int64_t row0,
-                                          int valid, int cols, int64_t stride, T* staging,
-                                          int lane) {
-  const T* first = src + row0 * stride;
-  const int count = valid * cols;
-  constexpr int kVec = 16 / sizeof(T);
-  if (stride == cols && reinterpret_cast<uintptr_t>(first) % 16 == 0) {
-    const int chunks = count / kVec;
-    const int4* from = reinterpret_cast<const int4*>(first);
-    int4* to = reinterpret_cast<int4*>(staging);
-    for (int i = lane; i < chunks; i += 32) to[i] = __ldg(from + i);
-    for (int i = chunks * kVec + lane; i < count; i += 32) staging[i] = first[i];
-  } else {
-    for (int i = lane; i < count; i += 32) {
-      const int r = i / cols;
-      staging[i] = first[r * stride + (i - r * cols)];
-    }
-  }
-  __syncwarp();
-#pragma unroll
-  for (int t = 0; t < kPadded / 8; ++t) {
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      const tc::FragmentCoord at = tc::accumulator_coord(lane, i);
-      const int col = t * 8 + at.col;
-      h.v[t][i] =
-          (col < cols && at.row < valid) ? static_cast<float>(staging[at.row * cols + col]) : 0.f;
-    }
-  }
-  __syncwarp();
+// The same for a pair already packed (16-bit types).
+template <typename T, int kWidth>
+__device__ __forceinline__ void put_bits(Operand<T, kWidth>& a, int t, int half, uint32_t bits) {
+  a.step[t / 2].reg[2 * (t % 2) + half] = bits;
 }
 
-// The inverse: `cols` columns of the accumulator layout out to 16 rows (`valid` of them).
-template <typename T, int kPadded, int kMaxPadded>
-__device__ __forceinline__ void store_rows(const Rows<kMaxPadded>& h, T* dst, int64_t row0,
-                                           int valid, int cols, int64_t stride, T* staging,
-                                           int lane) {
-#pragma unroll
-  for (int t = 0; t < kPadded / 8; ++t) {
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      const tc::FragmentCoord at = tc::accumulator_coord(lane, i);
-      const int col = t * 8 + at.col;
-      if (col < cols) staging[at.row * cols + col] = static_cast<T>(h.v[t][i]);
+// Columns col, col + 1 (col even) of row `row` of a dense (16 x kCols) tile in shared memory, as
+// floats, zero past kCols: one 4-byte (16-bit) or 8-byte (float) load where kCols is even.
+template <typename T, int kCols>
+__device__ __forceinline__ float2 shared_pair(const T* tile, int row, int col) {
+  const T* at = tile + row * kCols + col;
+  if constexpr (kCols % 2 == 0) {
+    if (col >= kCols) return {0.f, 0.f};
+    if constexpr (std::is_same_v<T, float>) {
+      return *reinterpret_cast<const float2*>(at);
+    } else {
+      return unpack2<T>(*reinterpret_cast<const uint32_t*>(at));
     }
-  }
-  __syncwarp();
-  T* first = dst + row0 * stride;
-  const int count = valid * cols;
-  constexpr int kVec = 16 / sizeof(T);
-  if (stride == cols && reinterpret_cast<uintptr_t>(first) % 16 == 0) {
-    const int chunks = count / kVec;
-    const int4* from = reinterpret_cast<const int4*>(staging);
-    int4* to = reinterpret_cast<int4*>(first);
-    for (int i = lane; i < chunks; i += 32) to[i] = from[i];
-    for (int i = chunks * kVec + lane; i < count; i += 32) first[i] = staging[i];
   } else {
-    for (int i = lane; i < count; i += 32) {
-      const int r = i / cols;
-      first[r * stride + (i - r * cols)] = staging[i];
+    return {col < kCols ? static_cast<float>(at[0]) : 0.f,
+            col + 1 < kCols ? static_cast<float>(at[1]) : 0.f};
+  }
+}
+
+// Whether a matrix's column pairs (col even) sit at pair-aligned addresses: its first element
+// aligned to two elements and an even row stride. Then each pair is one 4-byte (16-bit) or 8-byte
+// (float) access, else two.
+template <typename T>
+__device__ __forceinline__ bool pairs_aligned(const T* first, int64_t stride) {
+  return stride % 2 == 0 && reinterpret_cast<uintptr_t>(first) % (2 * sizeof(T)) == 0;
+}
+
+// Columns col, col + 1 (col even) of one row (`row` its first element, `cols` wide) from global
+// memory as floats, zero past cols.
+template <typename T>
+__device__ __forceinline__ float2 load_pair(const T* row, int col, int cols, bool paired) {
+  if (col >= cols) return {0.f, 0.f};
+  if (paired && col + 1 < cols) {
+    if constexpr (std::is_same_v<T, float>) {
+      return *reinterpret_cast<const float2*>(row + col);
+    } else {
+      return unpack2<T>(*reinterpret_cast<const uint32_t*>(row + col));
     }
   }
-  __syncwarp();
+  return {static_cast<float>(row[col]), col + 1 < cols ? static_cast<float>(row[col + 1]) : 0.f};
+}
+
+// The inverse: a pair of 16-bit values already packed, written where it lies within `cols`.
+template <typename T>
+__device__ __forceinline__ void store_pair_bits(T* row, int col, int cols, bool paired,
+                                                uint32_t bits) {
+  if (col >= cols) return;
+  if (paired && col + 1 < cols) {
+    *reinterpret_cast<uint32_t*>(row + col) = bits;
+    return;
+  }
+  const float2 v = unpack2<T>(bits);
+  row[col] = static_cast<T>(v.x);
+  if (col + 1 < cols) row[col + 1] = static_cast<T>(v.y);
+}
+
+template <typename T>
+__device__ __forceinline__ void store_pair(T* row, int col, int cols, bool paired, float lo,
+                                           float hi) {
+  if constexpr (std::is_same_v<T, float>) {
+    if (col >= cols) return;
+    if (paired && col + 1 < cols) {
+      *reinterpret_cast<float2*>(row + col) = make_float2(lo, hi);
+      return;
+    }
+    row[col] = lo;
+    if (col + 1 < cols) row[col + 1] = hi;
+  } else {
+    store_pair_bits(row, col, cols, paired, pack2<T>(lo, hi));
+  }
 }
 
 // Everything a launch needs; layer l (0-based) maps widths[l] -> widths[l+1].
@@ -267,13 +276,27 @@ struct Params {
   int64_t grad_pre_stride;
 };
 
-constexpr int kWarps = 8;  // per block: 128 rows in flight, enough to hide a layer's latency
-constexpr int kThreads = kWarps * 32;
-constexpr int kRowsPerWarp = 16;
+constexpr int kRowsPerWarp = 16;  // one m16 tile: each warp carries 16 rows through the network
+
+// Warps per block (one block per multiprocessor, sharing one copy of the weights). Their
+// registers bound how many: the forward holds a layer's operand and the next one's (16-bit: 32
+// registers each at width 128, tf32: 64), the backward the saved activations as well. 16 warps
+// leave 128 registers a thread, 12 leave 168 (tf32's forward at width 128 spills there), 8
+// leave 255.
+template <typename T, class Net>
+__host__ __device__ constexpr int forward_warps() {
+  return sizeof(T) == 2 ? 16 : Net::max_padded() <= 64 ? 12 : 8;
+}
+template <typename T>
+__host__ __device__ constexpr int backward_warps() {
+  return sizeof(T) == 2 ? 12 : 8;
+}
 
 // Shared memory: the weights' tiles (all layers, or the widest one when streaming), the biases
-// (float, padded), and each warp's staging buffer (16 rows of the widest layer).
-template <typename T, class Net>
+// (float, padded), and each warp's row buffer (16 rows of kBufferCols: x in the forward, the
+// output gradient in the backward), which the next tile's rows fill while the warp computes,
+// followed by kSavedElements more a warp (tiles of what the forward keeps: SavedTile).
+template <typename T, class Net, int kWarps, int kBufferCols, int kSavedElements = 0>
 struct Layout {
   __host__ __device__ static constexpr int tile_elements(int l) {
     return padded(Net::width(l + 1)) * padded(Net::width(l));
@@ -289,20 +312,173 @@ struct Layout {
     for (int i = 0; i < Net::kLayers; ++i) m = tile_elements(i) > m ? tile_elements(i) : m;
     return m;
   }
+  __host__ __device__ static constexpr int64_t weight_bytes(bool resident) {
+    return (resident ? all_weights() : widest_tile()) * int64_t(sizeof(T));
+  }
   __host__ __device__ static constexpr int64_t bias_bytes() {
     return int64_t(Net::kLayers) * Net::max_padded() * 4;
   }
-  __host__ __device__ static constexpr int64_t
-  staging_elements() {  // per warp, rounded to 16 bytes
-    const int64_t elements = int64_t(kRowsPerWarp) * Net::max_width();
+  __host__ __device__ static constexpr int64_t buffer_elements() {  // per warp, whole 16 bytes
+    const int64_t elements = int64_t(kRowsPerWarp) * kBufferCols;
     const int64_t vec = 16 / sizeof(T);
     return (elements + vec - 1) / vec * vec;
   }
+  __host__ __device__ static constexpr int64_t warp_elements() {
+    return buffer_elements() + kSavedElements;
+  }
   __host__ __device__ static constexpr int64_t bytes(bool resident) {
-    return (resident ? all_weights() : widest_tile()) * int64_t(sizeof(T)) + bias_bytes() +
-           kWarps * staging_elements() * int64_t(sizeof(T));
+    return weight_bytes(resident) + bias_bytes() + kWarps * warp_elements() * int64_t(sizeof(T));
   }
 };
+
+// The largest shared memory a block may have on any supported GPU (sm_90's opt-in limit). Tiles
+// of what the forward keeps are only planned where a layout stays within it; a device with less
+// (checked at launch) runs the kernels without them.
+constexpr int64_t kSharedBudget = 227 * 1024;
+
+// The columns of what the forward keeps (opgen/mlp.h's Network, at compile time): a_1 .. a_{L-1},
+// then z_1 .. z_{L-1} (GELU, SiLU), then z_L (an output GELU or SiLU).
+template <class Net, Activation kHidden, Activation kOut>
+struct Saved {
+  __host__ __device__ static constexpr int output_column(int layer) {
+    int column = 0;
+    for (int l = 1; l < layer; ++l) column += Net::width(l);
+    return column;
+  }
+  __host__ __device__ static constexpr int preactivation_column(int layer) {
+    int column = output_column(Net::kLayers);
+    if (reads_preactivation(kHidden)) {
+      for (int l = 1; l < layer; ++l) column += Net::width(l);
+    }
+    return column;
+  }
+  __host__ __device__ static constexpr int columns() {
+    const int c = preactivation_column(Net::kLayers);
+    return reads_preactivation(kOut) ? c + Net::width(Net::kLayers) : c;
+  }
+};
+
+// A warp's 16 rows of what the forward keeps, in shared memory: rows kPitch = kCols + 8 elements
+// apart, so that the pairs one accumulator row group writes or reads (8 rows, 4 pairs each) fall
+// in different banks. Only for rows of whole 16-byte chunks (kCols * sizeof(T) % 16 == 0): a tile
+// then moves to and from global memory, where its rows are one contiguous block, in 16-byte
+// chunks.
+template <typename T, int kCols>
+struct SavedTile {
+  static constexpr int kVec = 16 / static_cast<int>(sizeof(T));
+  static constexpr bool kUsable = kCols > 0 && kCols % kVec == 0;
+  static constexpr int kPitch = kCols + 8;
+  static constexpr int kElements = kRowsPerWarp * kPitch;
+  static constexpr int kChunks = kCols / kVec;  // a row's
+
+  // Starts copying rows row0 .. row0 + valid - 1 of (rows, kCols) `src` in (cp.async where the
+  // matrix is 16-byte aligned); the reader waits (cp_async_wait, __syncwarp) first.
+  __device__ __forceinline__ static void fetch(T* tile, const T* src, int64_t row0, int valid,
+                                               bool aligned, int lane) {
+    const T* first = src + row0 * kCols;
+    if (aligned) {
+      const uint32_t to = tc::shared_address(tile);
+      for (int i = lane; i < valid * kChunks; i += 32) {
+        const int r = i / kChunks, c = i - r * kChunks;
+        tc::cp_async_16(to + (r * kPitch + c * kVec) * sizeof(T), first + r * kCols + c * kVec,
+                        true);
+      }
+    } else {
+      for (int i = lane; i < valid * kCols; i += 32) {
+        const int r = i / kCols;
+        tile[r * kPitch + (i - r * kCols)] = first[i];
+      }
+    }
+    tc::cp_async_commit();
+  }
+
+  // The inverse: the tile's first `valid` rows out to rows row0.. of `dst` (after a __syncwarp).
+  __device__ __forceinline__ static void flush(const T* tile, T* dst, int64_t row0, int valid,
+                                               bool aligned, int lane) {
+    T* first = dst + row0 * kCols;
+    if (aligned) {
+      for (int i = lane; i < valid * kChunks; i += 32) {
+        const int r = i / kChunks, c = i - r * kChunks;
+        *reinterpret_cast<int4*>(first + r * kCols + c * kVec) =
+            *reinterpret_cast<const int4*>(tile + r * kPitch + c * kVec);
+      }
+    } else {
+      for (int i = lane; i < valid * kCols; i += 32) {
+        const int r = i / kCols;
+        first[i] = tile[r * kPitch + (i - r * kCols)];
+      }
+    }
+  }
+
+  // Columns kColumn + col, + 1 (col even) of row `row`, within a block of kWidth columns, as
+  // floats (zero past kWidth); one 4- or 8-byte access where kColumn is even.
+  template <int kColumn, int kWidth>
+  __device__ __forceinline__ static float2 read(const T* tile, int row, int col) {
+    if (col >= kWidth) return {0.f, 0.f};
+    const T* at = tile + row * kPitch + kColumn + col;
+    if constexpr (kColumn % 2 == 0 && kWidth % 2 == 0) {
+      if constexpr (std::is_same_v<T, float>) {
+        return *reinterpret_cast<const float2*>(at);
+      } else {
+        return unpack2<T>(*reinterpret_cast<const uint32_t*>(at));
+      }
+    } else {
+      return {static_cast<float>(at[0]), col + 1 < kWidth ? static_cast<float>(at[1]) : 0.f};
+    }
+  }
+
+  template <int kColumn, int kWidth>
+  __device__ __forceinline__ static void write_bits(T* tile, int row, int col, uint32_t bits) {
+    if constexpr (kColumn % 2 == 0 && kWidth % 2 == 0) {
+      if (col < kWidth) *reinterpret_cast<uint32_t*>(tile + row * kPitch + kColumn + col) = bits;
+    } else {
+      const float2 v = unpack2<T>(bits);
+      write<kColumn, kWidth>(tile, row, col, v.x, v.y);
+    }
+  }
+
+  template <int kColumn, int kWidth>
+  __device__ __forceinline__ static void write(T* tile, int row, int col, float lo, float hi) {
+    if (col >= kWidth) return;
+    T* at = tile + row * kPitch + kColumn + col;
+    if constexpr (kColumn % 2 == 0 && kWidth % 2 == 0 && !std::is_same_v<T, float>) {
+      *reinterpret_cast<uint32_t*>(at) = pack2<T>(lo, hi);
+    } else {
+      at[0] = static_cast<T>(lo);
+      if (col + 1 < kWidth) at[1] = static_cast<T>(hi);
+    }
+  }
+};
+
+// How many saved tiles a warp of the backward prefetches (2: the next tile's while this one's
+// are read; 1: the next tile's once this one's are read; 0: read from global memory directly),
+// the most that fit.
+template <typename T, class Net, Activation kHidden, Activation kOut, int kWarps>
+__host__ __device__ constexpr int saved_tiles() {
+  using Tile = SavedTile<T, Saved<Net, kHidden, kOut>::columns()>;
+  if constexpr (!Tile::kUsable || kHidden == Activation::kNone) {  // none: nothing to read
+    return 0;
+  } else {
+    for (int n = 2; n >= 1; --n) {
+      using L = Layout<T, Net, kWarps, Net::width(Net::kLayers)>;
+      if (L::bytes(true) + int64_t(kWarps) * n * Tile::kElements * int64_t(sizeof(T)) <=
+          kSharedBudget) {
+        return n;
+      }
+    }
+    return 0;
+  }
+}
+
+// Whether the forward stages what it keeps in a shared tile (16-bit types: their pairs are half a
+// 32-byte sector, which written straight from the accumulators costs twice the write traffic).
+template <typename T, class Net, Activation kHidden, Activation kOut, int kWarps>
+__host__ __device__ constexpr bool stages_saved() {
+  using Tile = SavedTile<T, Saved<Net, kHidden, kOut>::columns()>;
+  using L = Layout<T, Net, kWarps, Net::width(0)>;
+  return !std::is_same_v<T, float> && Tile::kUsable &&
+         L::bytes(true) + int64_t(kWarps) * Tile::kElements * int64_t(sizeof(T)) <= kSharedBudget;
+}
 
 // f(std::integral_constant<int, i>) for i = kBegin .. kEnd-1, unrolled at compile time (each
 // layer has its own widths, so each is its own code).
@@ -316,40 +492,129 @@ __device__ __forceinline__ void static_for(F&& f) {
 
 // Layer l's weights (or their transpose, for the backward) into its swizzled tile, zero-padded:
 // forward [padded(out)][padded(in)] holding W[n][k]; backward [padded(in)][padded(out)] holding
-// W[n][j] at row j, column n. Columns are placed where the fragment loads expect them.
+// W[n][j] at row j, column n. Columns are placed where the fragment loads expect them, float
+// values already rounded to tf32 (so the MMAs read them as they are). Each thread has 16 loads in
+// flight before it stores: one round trip to memory per 16 elements a thread, not per element.
 template <typename T, class Net, int kLayer, bool kTranspose>
 __device__ void stage_weights(T* tile, const T* weight) {
   constexpr int kOut = Net::width(kLayer + 1), kIn = Net::width(kLayer);
   constexpr int kRows = kTranspose ? padded(kIn) : padded(kOut);
   constexpr int kCols = kTranspose ? padded(kOut) : padded(kIn);
+  constexpr int kTotal = kRows * kCols;
+  constexpr int kBatch = 16;
   using Tile = tc::SwizzledTile<T, kRows, kCols>;
-  for (int i = threadIdx.x; i < kRows * kCols; i += blockDim.x) {
-    const int r = i / kCols, c = i - r * kCols;
-    const int n = kTranspose ? c : r, k = kTranspose ? r : c;
-    const T v = (n < kOut && k < kIn) ? weight[n * kIn + k] : static_cast<T>(0.f);
-    tile[Tile::offset(r, stored_column<T>(c))] = v;
+  for (int i0 = threadIdx.x; i0 < kTotal; i0 += blockDim.x * kBatch) {
+    T v[kBatch];
+#pragma unroll
+    for (int j = 0; j < kBatch; ++j) {
+      const int i = i0 + j * blockDim.x;
+      const int r = i / kCols, c = i % kCols;
+      const int n = kTranspose ? c : r, k = kTranspose ? r : c;
+      v[j] = (i < kTotal && n < kOut && k < kIn) ? weight[n * kIn + k] : static_cast<T>(0.f);
+    }
+#pragma unroll
+    for (int j = 0; j < kBatch; ++j) {
+      const int i = i0 + j * blockDim.x;
+      if (i < kTotal) {
+        const int r = i / kCols, c = i % kCols;
+        if constexpr (std::is_same_v<T, float>) {
+          tile[Tile::offset(r, stored_column<T>(c))] = __uint_as_float(tc::to_tf32(v[j]));
+        } else {
+          tile[Tile::offset(r, stored_column<T>(c))] = v[j];
+        }
+      }
+    }
   }
 }
 
-template <typename T, class Net>
-__device__ __forceinline__ float* bias_area(unsigned char* shared, bool resident) {
-  using L = Layout<T, Net>;
-  return reinterpret_cast<float*>(shared +
-                                  (resident ? L::all_weights() : L::widest_tile()) * sizeof(T));
+// Starts copying rows row0 .. row0 + valid - 1 of a dense (rows, kCols) matrix into a warp's
+// buffer (dense, 16 x kCols): cp.async in 16-byte chunks where the matrix is 16-byte aligned (a
+// tile of 16 rows then always starts on a chunk; only the last tile's partial chunk is copied by
+// plain loads), plain loads otherwise. The reader waits (cp_async_wait<0>, __syncwarp) first.
+template <typename T, int kCols>
+__device__ __forceinline__ void fetch_rows(T* buffer, const T* src, int64_t row0, int valid,
+                                           bool aligned, int lane) {
+  const T* first = src + row0 * kCols;
+  const int count = valid * kCols;
+  constexpr int kVec = 16 / sizeof(T);
+  int done = 0;
+  if (aligned) {
+    const int chunks = count / kVec;
+    const uint32_t to = tc::shared_address(buffer);
+    for (int i = lane; i < chunks; i += 32) tc::cp_async_16(to + 16 * i, first + i * kVec, true);
+    done = chunks * kVec;
+  }
+  for (int i = done + lane; i < count; i += 32) buffer[i] = first[i];
+  tc::cp_async_commit();
 }
 
-// The forward: x (rows, widths[0]) -> y (rows, widths[L]), keeping `saved` when it is set.
-template <typename T, class Net, Activation kHidden, Activation kOut, bool kBias, bool kResident>
-__global__ void __launch_bounds__(kThreads) forward_kernel(const Params<T> p) {
-  using L = Layout<T, Net>;
+// One layer for one warp's 16 rows: out (16 x kN) = a (16 x kK) times the staged tile's transpose
+// ([kN][kK], n-major). The accumulators of 4 output tiles (32 columns) at a time run through every
+// k-step, then epilogue(t, accumulator) takes each tile t of the group in turn: the output becomes
+// the next operand group by group, with few accumulators live. B fragments come two tiles per
+// ldmatrix.
+template <typename T, int kK, int kN, int kWidth, class Epilogue>
+__device__ __forceinline__ void warp_layer(const Operand<T, kWidth>& a, const T* tile, int lane,
+                                           Epilogue&& epilogue) {
+  using Tile = tc::SwizzledTile<T, kN, kK>;
+  constexpr int kStep = tc::Mma<T>::kK;
+  constexpr int kGroup = kN / 8 < 4 ? kN / 8 : 4;
+#pragma unroll
+  for (int t0 = 0; t0 < kN / 8; t0 += kGroup) {
+    tc::Accumulator acc[kGroup];
+#pragma unroll
+    for (int kt = 0; kt < kK / kStep; ++kt) {
+#pragma unroll
+      for (int j = 0; j < kGroup; j += 2) {
+        tc::FragmentB b0, b1;
+        if constexpr (std::is_same_v<T, float>) {
+          tc::load_b_tf32_pair_rounded<Tile>(b0, b1, tile, (t0 + j) * 8, kt * kStep, lane);
+        } else {
+          tc::load_b16_pair<Tile, false>(b0, b1, tile, (t0 + j) * 8, kt * kStep, lane);
+        }
+        tc::Mma<T>::run(acc[j], a.step[kt], b0);
+        tc::Mma<T>::run(acc[j + 1], a.step[kt], b1);
+      }
+    }
+#pragma unroll
+    for (int j = 0; j < kGroup; ++j) epilogue(t0 + j, acc[j]);
+  }
+}
+
+// The forward: x (rows, widths[0]) -> y (rows, widths[L]), keeping `saved` when it is set; with
+// kStage, what it keeps goes through a shared tile a warp (SavedTile), out in 16-byte chunks.
+template <typename T, class Net, Activation kHidden, Activation kOut, bool kBias, bool kResident,
+          bool kStage>
+__global__ void __launch_bounds__(forward_warps<T, Net>() * 32, 1)
+    forward_kernel(const Params<T> p) {
+  constexpr int kWarps = forward_warps<T, Net>();
+  constexpr int kInWidth = Net::width(0);
   constexpr int kMaxPadded = Net::max_padded();
+  constexpr bool k16 = !std::is_same_v<T, float>;
+  using Kept = Saved<Net, kHidden, kOut>;
+  using Stage = SavedTile<T, Kept::columns()>;
+  using L = Layout<T, Net, kWarps, kInWidth, kStage ? Stage::kElements : 0>;
   extern __shared__ __align__(16) unsigned char shared[];
   T* weights = reinterpret_cast<T*>(shared);
-  float* biases = bias_area<T, Net>(shared, kResident);
+  float* biases = reinterpret_cast<float*>(shared + L::weight_bytes(kResident));
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  T* staging = reinterpret_cast<T*>(reinterpret_cast<unsigned char*>(biases) + L::bias_bytes()) +
-               warp * L::staging_elements();
+  const int group = lane / 4, quad = lane % 4;
+  T* buffer = reinterpret_cast<T*>(shared + L::weight_bytes(kResident) + L::bias_bytes()) +
+              warp * L::warp_elements();
+  T* stage = buffer + L::buffer_elements();  // kStage only
+  const bool x_aligned = reinterpret_cast<uintptr_t>(p.x) % 16 == 0;
+  const bool saved_aligned = reinterpret_cast<uintptr_t>(p.saved) % 16 == 0;
+  constexpr int64_t kBlockRows = int64_t(kWarps) * kRowsPerWarp;
+  const int64_t stride = int64_t(gridDim.x) * kBlockRows;
+  const auto rows_from = [&](int64_t row0) {
+    return row0 < p.rows ? static_cast<int>(min(int64_t(kRowsPerWarp), p.rows - row0)) : 0;
+  };
 
+  // The first tile's rows are on their way while the block stages the weights.
+  const int64_t first_row0 = int64_t(blockIdx.x) * kBlockRows + int64_t(warp) * kRowsPerWarp;
+  if (first_row0 < p.rows) {
+    fetch_rows<T, kInWidth>(buffer, p.x, first_row0, rows_from(first_row0), x_aligned, lane);
+  }
   for (int i = threadIdx.x; i < Net::kLayers * kMaxPadded; i += blockDim.x) {
     const int l = i / kMaxPadded, n = i - l * kMaxPadded;
     biases[i] = (kBias && n < Net::width(l + 1)) ? static_cast<float>(p.bias[l][n]) : 0.f;
@@ -362,23 +627,37 @@ __global__ void __launch_bounds__(kThreads) forward_kernel(const Params<T> p) {
   }
   __syncthreads();
 
-  constexpr int64_t kBlockRows = int64_t(kWarps) * kRowsPerWarp;
   for (int64_t block_row0 = int64_t(blockIdx.x) * kBlockRows; block_row0 < p.rows;
-       block_row0 += int64_t(gridDim.x) * kBlockRows) {
+       block_row0 += stride) {
     const int64_t row0 = block_row0 + int64_t(warp) * kRowsPerWarp;
-    const int valid =
-        row0 < p.rows ? static_cast<int>(min(int64_t(kRowsPerWarp), p.rows - row0)) : 0;
-    Rows<kMaxPadded> h;
-    tc::Accumulator acc[kMaxPadded / 8];
+    const int valid = rows_from(row0);
+    Operand<T, kMaxPadded> h;
     if (valid > 0) {
-      load_rows<T, padded(Net::width(0))>(h, p.x, row0, valid, Net::width(0), Net::width(0),
-                                          staging, lane);
+      tc::cp_async_wait<0>();
+      __syncwarp();
+#pragma unroll
+      for (int t = 0; t < padded(kInWidth) / 8; ++t) {
+#pragma unroll
+        for (int half = 0; half < 2; ++half) {
+          const int row = group + 8 * half;
+          const float2 v = row < valid ? shared_pair<T, kInWidth>(buffer, row, 8 * t + 2 * quad)
+                                       : float2{0.f, 0.f};
+          put(h, t, half, v.x, v.y);
+        }
+      }
+      __syncwarp();  // every lane has read the buffer: the next tile may fill it
+      if (row0 + stride < p.rows) {
+        fetch_rows<T, kInWidth>(buffer, p.x, row0 + stride, rows_from(row0 + stride), x_aligned,
+                                lane);
+      }
     }
     static_for<0, Net::kLayers>([&](auto layer) {
       constexpr int l = decltype(layer)::value;
       constexpr int kK = padded(Net::width(l)), kN = padded(Net::width(l + 1));
+      constexpr int kWidth = Net::width(l + 1);
       constexpr bool kLast = l + 1 == Net::kLayers;
       constexpr Activation kAct = kLast ? kOut : kHidden;
+      constexpr bool kKeepZ = reads_preactivation(kAct);
       if constexpr (!kResident) {
         __syncthreads();  // every warp is done with the previous layer's tile
         stage_weights<T, Net, l, false>(weights, p.weight[l]);
@@ -386,55 +665,112 @@ __global__ void __launch_bounds__(kThreads) forward_kernel(const Params<T> p) {
       }
       if (valid == 0) return;
       const T* tile = weights + (kResident ? L::weight_offset(l) : 0);
-      warp_layer<T, kK, kN>(h, tile, acc, lane);
       const float* bias = biases + l * kMaxPadded;
+      // Where this layer's outputs go: y for the last, else (when kept) a_{l+1} and z_{l+1}.
+      const bool keep = p.saved != nullptr;
+      T* const a_first = kLast ? p.y : p.saved + p.output_column[l + 1];
+      const int64_t a_stride = kLast ? int64_t(kWidth) : p.saved_stride;
+      T* const z_first = keep ? p.saved + p.preactivation_column[l + 1] : nullptr;
+      const bool a_paired = (kLast || keep) && pairs_aligned(a_first, a_stride);
+      const bool z_paired = keep && pairs_aligned(z_first, p.saved_stride);
+      const bool store_a = kLast || keep;
+      Operand<T, kMaxPadded> next;
+      warp_layer<T, kK, kN>(h, tile, lane, [&](int t, const tc::Accumulator& acc) {
+        const int col = 8 * t + 2 * quad;
+        const float2 b = *reinterpret_cast<const float2*>(bias + col);
 #pragma unroll
-      for (int t = 0; t < kN / 8; ++t) {
-#pragma unroll
-        for (int i = 0; i < 4; ++i) {
-          float z = acc[t].value[i] + bias[t * 8 + tc::accumulator_coord(lane, i).col];
-          if constexpr (!std::is_same_v<T, float>) z = round_to<T>(z);  // eager's GEMM output
-          acc[t].value[i] = z;
-          float a = activate<kAct>(z);
-          if constexpr (!std::is_same_v<T, float>) a = round_to<T>(a);
-          h.v[t][i] = a;
-        }
-      }
-      if (p.saved != nullptr) {
-        if constexpr (!kLast) {
-          store_rows<T, kN>(h, p.saved + p.output_column[l + 1], row0, valid, Net::width(l + 1),
-                            p.saved_stride, staging, lane);
-        }
-        if constexpr (reads_preactivation(kAct)) {
-          Rows<kMaxPadded> z;
-#pragma unroll
-          for (int t = 0; t < kN / 8; ++t) {
-#pragma unroll
-            for (int i = 0; i < 4; ++i) z.v[t][i] = acc[t].value[i];
+        for (int half = 0; half < 2; ++half) {
+          const int row = group + 8 * half;
+          const float z0 = acc.value[2 * half] + b.x, z1 = acc.value[2 * half + 1] + b.y;
+          const bool in = row < valid;
+          if constexpr (k16 && (kAct == Activation::kRelu || kAct == Activation::kNone)) {
+            // Rounded to T as eager's GEMM output, then clamped: both on the packed pair.
+            const uint32_t zb = pack2<T>(z0, z1);
+            const uint32_t ab = kAct == Activation::kRelu ? relu2<T>(zb) : zb;
+            if constexpr (!kLast) put_bits(next, t, half, ab);
+            if constexpr (kStage && !kLast) {
+              if (keep)
+                Stage::template write_bits<Kept::output_column(l + 1), kWidth>(stage, row, col, ab);
+            } else {
+              if (store_a && in) {
+                store_pair_bits(a_first + (row0 + row) * a_stride, col, kWidth, a_paired, ab);
+              }
+            }
+          } else {
+            const float zr0 = k16 ? round_to<T>(z0) : z0, zr1 = k16 ? round_to<T>(z1) : z1;
+            const float a0 = activate<kAct>(zr0), a1 = activate<kAct>(zr1);
+            if constexpr (!kLast) put(next, t, half, a0, a1);
+            if constexpr (kStage && !kLast) {
+              if (keep)
+                Stage::template write<Kept::output_column(l + 1), kWidth>(stage, row, col, a0, a1);
+            } else {
+              if (store_a && in) {
+                store_pair(a_first + (row0 + row) * a_stride, col, kWidth, a_paired, a0, a1);
+              }
+            }
+            if constexpr (kKeepZ && kStage) {
+              if (keep) {
+                Stage::template write<Kept::preactivation_column(l + 1), kWidth>(stage, row, col,
+                                                                                 zr0, zr1);
+              }
+            } else if constexpr (kKeepZ) {
+              if (keep && in) {
+                store_pair(z_first + (row0 + row) * p.saved_stride, col, kWidth, z_paired, zr0,
+                           zr1);
+              }
+            }
           }
-          store_rows<T, kN>(z, p.saved + p.preactivation_column[l + 1], row0, valid,
-                            Net::width(l + 1), p.saved_stride, staging, lane);
         }
-      }
-      if constexpr (kLast) {
-        store_rows<T, kN>(h, p.y, row0, valid, Net::width(l + 1), Net::width(l + 1), staging, lane);
-      }
+      });
+      if constexpr (!kLast) h = next;
     });
+    if constexpr (kStage) {
+      if (p.saved != nullptr && valid > 0) {
+        __syncwarp();  // the whole tile is written
+        Stage::flush(stage, p.saved, row0, valid, saved_aligned, lane);
+        __syncwarp();  // and read, before the next tile's rows overwrite it
+      }
+    }
   }
 }
 
 // The input gradient, and each layer's pre-activation gradient (for the weight and bias GEMMs).
-template <typename T, class Net, Activation kHidden, Activation kOut, bool kResident>
-__global__ void __launch_bounds__(kThreads) backward_kernel(const Params<T> p) {
-  using L = Layout<T, Net>;
-  constexpr int kMaxPadded = Net::max_padded();
+// With kSavedTiles (saved_tiles), each warp's rows of what the forward kept arrive in shared
+// tiles, copied ahead with cp.async; without, the derivatives read them from global memory.
+template <typename T, class Net, Activation kHidden, Activation kOut, bool kResident,
+          int kSavedTiles>
+__global__ void __launch_bounds__(backward_warps<T>() * 32, 1) backward_kernel(const Params<T> p) {
+  constexpr int kWarps = backward_warps<T>();
   constexpr int kLayers = Net::kLayers;
+  constexpr int kOutWidth = Net::width(kLayers);
+  constexpr int kMaxPadded = Net::max_padded();
+  constexpr bool k16 = !std::is_same_v<T, float>;
+  using Kept = Saved<Net, kHidden, kOut>;
+  using Tiles = SavedTile<T, Kept::columns()>;
+  using L = Layout<T, Net, kWarps, kOutWidth, kSavedTiles * Tiles::kElements>;
   extern __shared__ __align__(16) unsigned char shared[];
   T* weights = reinterpret_cast<T*>(shared);
-  float* biases = bias_area<T, Net>(shared, kResident);
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  T* staging = reinterpret_cast<T*>(reinterpret_cast<unsigned char*>(biases) + L::bias_bytes()) +
-               warp * L::staging_elements();
+  const int group = lane / 4, quad = lane % 4;
+  T* buffer = reinterpret_cast<T*>(shared + L::weight_bytes(kResident) + L::bias_bytes()) +
+              warp * L::warp_elements();
+  T* const saved_tiles = buffer + L::buffer_elements();  // kSavedTiles of them
+  const bool g_aligned = reinterpret_cast<uintptr_t>(p.grad_out) % 16 == 0;
+  const bool saved_aligned = reinterpret_cast<uintptr_t>(p.saved) % 16 == 0;
+  constexpr int64_t kBlockRows = int64_t(kWarps) * kRowsPerWarp;
+  const int64_t stride = int64_t(gridDim.x) * kBlockRows;
+  const auto rows_from = [&](int64_t row0) {
+    return row0 < p.rows ? static_cast<int>(min(int64_t(kRowsPerWarp), p.rows - row0)) : 0;
+  };
+
+  const int64_t first_row0 = int64_t(blockIdx.x) * kBlockRows + int64_t(warp) * kRowsPerWarp;
+  if (first_row0 < p.rows) {
+    fetch_rows<T, kOutWidth>(buffer, p.grad_out, first_row0, rows_from(first_row0), g_aligned,
+                             lane);
+    if constexpr (kSavedTiles > 0) {
+      Tiles::fetch(saved_tiles, p.saved, first_row0, rows_from(first_row0), saved_aligned, lane);
+    }
+  }
   if constexpr (kResident) {
     static_for<0, kLayers>([&](auto layer) {
       constexpr int l = decltype(layer)::value;
@@ -443,40 +779,60 @@ __global__ void __launch_bounds__(kThreads) backward_kernel(const Params<T> p) {
   }
   __syncthreads();
 
-  constexpr int64_t kBlockRows = int64_t(kWarps) * kRowsPerWarp;
-  constexpr int kOutWidth = Net::width(kLayers);
-  constexpr int kOutPadded = padded(kOutWidth);
+  // The output activation's derivative reads z_L (GELU, SiLU) or y (ReLU).
+  const T* const out_first =
+      reads_preactivation(kOut) ? p.saved + p.preactivation_column[kLayers] : p.y;
+  const int64_t out_stride = reads_preactivation(kOut) ? p.saved_stride : int64_t(kOutWidth);
+  const bool out_paired = kOut != Activation::kNone && pairs_aligned(out_first, out_stride);
+  T* const last_pre = p.grad_pre + p.grad_pre_column[kLayers];
+  const bool pre_paired = pairs_aligned(p.grad_pre, p.grad_pre_stride);  // columns checked below
+
+  int parity = 0;  // with two saved tiles: the one holding this tile's rows
   for (int64_t block_row0 = int64_t(blockIdx.x) * kBlockRows; block_row0 < p.rows;
-       block_row0 += int64_t(gridDim.x) * kBlockRows) {
+       block_row0 += stride, parity ^= 1) {
     const int64_t row0 = block_row0 + int64_t(warp) * kRowsPerWarp;
-    const int valid =
-        row0 < p.rows ? static_cast<int>(min(int64_t(kRowsPerWarp), p.rows - row0)) : 0;
-    Rows<kMaxPadded> g;
-    tc::Accumulator acc[kMaxPadded / 8];
+    const int valid = rows_from(row0);
+    T* const kept = saved_tiles + (kSavedTiles == 2 ? parity * Tiles::kElements : 0);
+    Operand<T, kMaxPadded> g;
     if (valid > 0) {
-      load_rows<T, kOutPadded>(g, p.grad_out, row0, valid, kOutWidth, kOutWidth, staging, lane);
-      if constexpr (kOut != Activation::kNone) {
-        Rows<kMaxPadded> s;
-        if constexpr (reads_preactivation(kOut)) {
-          load_rows<T, kOutPadded>(s, p.saved + p.preactivation_column[kLayers], row0, valid,
-                                   kOutWidth, p.saved_stride, staging, lane);
-        } else {
-          load_rows<T, kOutPadded>(s, p.y, row0, valid, kOutWidth, kOutWidth, staging, lane);
-        }
+      tc::cp_async_wait<0>();
+      __syncwarp();
+      const bool paired = pre_paired && p.grad_pre_column[kLayers] % 2 == 0;
 #pragma unroll
-        for (int t = 0; t < kOutPadded / 8; ++t) {
+      for (int t = 0; t < padded(kOutWidth) / 8; ++t) {
 #pragma unroll
-          for (int i = 0; i < 4; ++i) {
-            float v = g.v[t][i] * derivative<kOut>(s.v[t][i]);
-            if constexpr (!std::is_same_v<T, float>) v = round_to<T>(v);
-            g.v[t][i] = v;
+        for (int half = 0; half < 2; ++half) {
+          const int row = group + 8 * half, col = 8 * t + 2 * quad;
+          float2 v = row < valid ? shared_pair<T, kOutWidth>(buffer, row, col) : float2{0.f, 0.f};
+          if constexpr (kOut != Activation::kNone) {
+            const float2 s = row < valid ? load_pair(out_first + (row0 + row) * out_stride, col,
+                                                     kOutWidth, out_paired)
+                                         : float2{0.f, 0.f};
+            v.x *= derivative<kOut>(s.x);
+            v.y *= derivative<kOut>(s.y);
+            if constexpr (k16) v = {round_to<T>(v.x), round_to<T>(v.y)};
           }
+          put(g, t, half, v.x, v.y);
+          if (row < valid) {
+            store_pair(last_pre + (row0 + row) * p.grad_pre_stride, col, kOutWidth, paired, v.x,
+                       v.y);
+          }
+        }
+      }
+      __syncwarp();
+      if (row0 + stride < p.rows) {
+        fetch_rows<T, kOutWidth>(buffer, p.grad_out, row0 + stride, rows_from(row0 + stride),
+                                 g_aligned, lane);
+        if constexpr (kSavedTiles == 2) {  // into the other tile, read by the previous tile
+          Tiles::fetch(saved_tiles + (1 - parity) * Tiles::kElements, p.saved, row0 + stride,
+                       rows_from(row0 + stride), saved_aligned, lane);
         }
       }
     }
     static_for<0, kLayers>([&](auto step) {
       constexpr int l = kLayers - 1 - decltype(step)::value;  // from the last layer to the first
       constexpr int kIn = padded(Net::width(l)), kOutN = padded(Net::width(l + 1));
+      constexpr int kInWidth = Net::width(l);
       if constexpr (!kResident) {
         __syncthreads();
         stage_weights<T, Net, l, true>(weights, p.weight[l]);
@@ -484,68 +840,142 @@ __global__ void __launch_bounds__(kThreads) backward_kernel(const Params<T> p) {
       }
       if (valid == 0) return;
       const T* tile = weights + (kResident ? L::weight_offset(l) : 0);
-      store_rows<T, kOutN>(g, p.grad_pre + p.grad_pre_column[l + 1], row0, valid, Net::width(l + 1),
-                           p.grad_pre_stride, staging, lane);
-      warp_layer<T, kOutN, kIn>(g, tile, acc, lane);
       if constexpr (l > 0) {
-        Rows<kMaxPadded> s;
-        if constexpr (kHidden != Activation::kNone) {
-          const int64_t column =
-              reads_preactivation(kHidden) ? p.preactivation_column[l] : p.output_column[l];
-          load_rows<T, kIn>(s, p.saved + column, row0, valid, Net::width(l), p.saved_stride,
-                            staging, lane);
-        }
+        // What the hidden activation's derivative reads (a_l, or z_l for GELU and SiLU), loaded
+        // before the layer's MMAs so that its latency hides behind them.
+        constexpr bool kDerivative = kHidden != Activation::kNone;
+        constexpr int kColumn =
+            reads_preactivation(kHidden) ? Kept::preactivation_column(l) : Kept::output_column(l);
+        float2 s[kDerivative && kSavedTiles == 0 ? kIn / 8 : 1][2];
+        if constexpr (kDerivative && kSavedTiles == 0) {
+          const T* s_first = p.saved + (reads_preactivation(kHidden) ? p.preactivation_column[l]
+                                                                     : p.output_column[l]);
+          const bool s_paired = pairs_aligned(s_first, p.saved_stride);
 #pragma unroll
-        for (int t = 0; t < kIn / 8; ++t) {
+          for (int t = 0; t < kIn / 8; ++t) {
 #pragma unroll
-          for (int i = 0; i < 4; ++i) {
-            float v = acc[t].value[i];
-            if constexpr (kHidden != Activation::kNone) {
-              if constexpr (!std::is_same_v<T, float>) v = round_to<T>(v);  // eager's GEMM output
-              v *= derivative<kHidden>(s.v[t][i]);
+            for (int half = 0; half < 2; ++half) {
+              const int row = group + 8 * half;
+              s[t][half] = row < valid ? load_pair(s_first + (row0 + row) * p.saved_stride,
+                                                   8 * t + 2 * quad, kInWidth, s_paired)
+                                       : float2{0.f, 0.f};
             }
-            if constexpr (!std::is_same_v<T, float>) v = round_to<T>(v);
-            g.v[t][i] = v;
           }
         }
+        T* const pre_first = p.grad_pre + p.grad_pre_column[l];
+        const bool paired = pre_paired && p.grad_pre_column[l] % 2 == 0;
+        Operand<T, kMaxPadded> next;
+        warp_layer<T, kOutN, kIn>(g, tile, lane, [&](int t, const tc::Accumulator& acc) {
+          const int col = 8 * t + 2 * quad;
+#pragma unroll
+          for (int half = 0; half < 2; ++half) {
+            const int row = group + 8 * half;
+            float v0 = acc.value[2 * half], v1 = acc.value[2 * half + 1];
+            if constexpr (kDerivative) {
+              if constexpr (k16) v0 = round_to<T>(v0), v1 = round_to<T>(v1);  // eager's GEMM
+              float2 sv;
+              if constexpr (kSavedTiles > 0) {
+                sv = row < valid ? Tiles::template read<kColumn, kInWidth>(kept, row, col)
+                                 : float2{0.f, 0.f};
+              } else {
+                sv = s[t][half];
+              }
+              v0 *= derivative<kHidden>(sv.x);
+              v1 *= derivative<kHidden>(sv.y);
+            }
+            if constexpr (k16) v0 = round_to<T>(v0), v1 = round_to<T>(v1);
+            put(next, t, half, v0, v1);
+            if (row < valid) {
+              store_pair(pre_first + (row0 + row) * p.grad_pre_stride, col, kInWidth, paired, v0,
+                         v1);
+            }
+          }
+        });
+        g = next;
       } else {
-        Rows<kMaxPadded> d;
-#pragma unroll
-        for (int t = 0; t < kIn / 8; ++t) {
-#pragma unroll
-          for (int i = 0; i < 4; ++i) d.v[t][i] = acc[t].value[i];
+        if constexpr (kSavedTiles == 1) {  // this tile's saved rows are read: the next tile's
+          if (row0 + stride < p.rows) {
+            __syncwarp();
+            Tiles::fetch(saved_tiles, p.saved, row0 + stride, rows_from(row0 + stride),
+                         saved_aligned, lane);
+          }
         }
-        store_rows<T, kIn>(d, p.grad_x, row0, valid, Net::width(0), Net::width(0), staging, lane);
+        const bool paired = pairs_aligned(p.grad_x, int64_t(kInWidth));
+        warp_layer<T, kOutN, kIn>(g, tile, lane, [&](int t, const tc::Accumulator& acc) {
+          const int col = 8 * t + 2 * quad;
+#pragma unroll
+          for (int half = 0; half < 2; ++half) {
+            const int row = group + 8 * half;
+            if (row < valid) {
+              store_pair(p.grad_x + (row0 + row) * kInWidth, col, kInWidth, paired,
+                         acc.value[2 * half], acc.value[2 * half + 1]);
+            }
+          }
+        });
       }
     });
   }
 }
 
-// Launches `kernel` over a persistent grid: as many blocks as fit on the device at once (each
-// stages the weights once), and no more than there are rows for.
-template <typename T, typename Kernel>
+// What a launch needs to know of a kernel on a device, looked up once per (kernel, device): the
+// driver queries cost microseconds each, as much as a small batch's whole network.
+struct KernelFacts {
+  int sms = 0;
+  int blocks_per_sm = 0;
+  int shared_limit = 0;  // the opt-in shared memory of one block, bytes
+};
+
+template <typename Kernel>
+inline KernelFacts kernel_facts(Kernel kernel, int threads, int64_t shared_bytes) {
+  static std::mutex mutex;
+  static std::map<std::pair<int, const void*>, KernelFacts> known;
+  int device = 0;
+  C10_CUDA_CHECK(cudaGetDevice(&device));
+  const std::pair<int, const void*> key{device, reinterpret_cast<const void*>(kernel)};
+  const std::lock_guard<std::mutex> lock(mutex);
+  const auto found = known.find(key);
+  if (found != known.end()) return found->second;
+  KernelFacts facts;
+  C10_CUDA_CHECK(cudaDeviceGetAttribute(&facts.sms, cudaDevAttrMultiProcessorCount, device));
+  C10_CUDA_CHECK(
+      cudaDeviceGetAttribute(&facts.shared_limit, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+  if (shared_bytes <= facts.shared_limit) {
+    C10_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                        static_cast<int>(shared_bytes)));
+    C10_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+        &facts.blocks_per_sm, kernel, threads, static_cast<size_t>(shared_bytes)));
+  }
+  known.emplace(key, facts);
+  return facts;
+}
+
+// Launches `kernel` (kWarps warps a block) over a persistent grid: as many blocks as fit on the
+// device at once (each stages the weights once), and no more than there are rows for.
+template <int kWarps, typename T, typename Kernel>
 inline void launch(Kernel kernel, const Params<T>& p, int64_t shared_bytes, cudaStream_t stream) {
   if (p.rows == 0) return;
-  int device = 0, sms = 0, per_sm = 0;
-  C10_CUDA_CHECK(cudaGetDevice(&device));
-  C10_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-  C10_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                      static_cast<int>(shared_bytes)));
-  C10_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kThreads,
-                                                               static_cast<size_t>(shared_bytes)));
+  const KernelFacts facts = kernel_facts(kernel, kWarps * 32, shared_bytes);
   const int64_t wanted = (p.rows + kWarps * kRowsPerWarp - 1) / (kWarps * kRowsPerWarp);
-  const int64_t blocks = std::min<int64_t>(wanted, int64_t(sms) * std::max(per_sm, 1));
-  kernel<<<static_cast<unsigned>(blocks), kThreads, static_cast<size_t>(shared_bytes), stream>>>(p);
+  const int64_t blocks =
+      std::min<int64_t>(wanted, int64_t(facts.sms) * std::max(facts.blocks_per_sm, 1));
+  kernel<<<static_cast<unsigned>(blocks), kWarps * 32, static_cast<size_t>(shared_bytes), stream>>>(
+      p);
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
 
-// Whether every layer's weights fit in one block's shared memory at once (else one at a time).
-template <typename T, class Net>
-inline bool weights_resident() {
-  int device = 0, limit = 0;
+// The opt-in shared memory of one block on the current device (cached per device).
+inline int64_t shared_limit() {
+  static std::mutex mutex;
+  static std::map<int, int> known;
+  int device = 0;
   C10_CUDA_CHECK(cudaGetDevice(&device));
+  const std::lock_guard<std::mutex> lock(mutex);
+  const auto found = known.find(device);
+  if (found != known.end()) return found->second;
+  int limit = 0;
   C10_CUDA_CHECK(cudaDeviceGetAttribute(&limit, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
-  return Layout<T, Net>::bytes(true) <= limit;
+  known.emplace(device, limit);
+  return limit;
 }
 
 // A launch's parameters from the op's tensors (x, weights, biases, y contiguous; saved
@@ -572,23 +1002,43 @@ Params<T> make_params(const Network& net, const at::Tensor& x,
   return p;
 }
 
+// Every layer's weights in shared memory at once where they fit (else one layer at a time), with
+// the saved tiles where those fit too.
 template <typename T, class Net, Activation kHidden, Activation kOut, bool kBias>
 void forward(const Params<T>& p, cudaStream_t stream) {
-  if (weights_resident<T, Net>()) {
-    launch(forward_kernel<T, Net, kHidden, kOut, kBias, true>, p, Layout<T, Net>::bytes(true),
-           stream);
+  constexpr int kWarps = forward_warps<T, Net>();
+  constexpr bool kStage = stages_saved<T, Net, kHidden, kOut, kWarps>();
+  using Staged = Layout<T, Net, kWarps, Net::width(0),
+                        SavedTile<T, Saved<Net, kHidden, kOut>::columns()>::kElements>;
+  using L = Layout<T, Net, kWarps, Net::width(0)>;
+  const int64_t limit = shared_limit();
+  if (kStage && Staged::bytes(true) <= limit) {
+    launch<kWarps>(forward_kernel<T, Net, kHidden, kOut, kBias, true, kStage>, p,
+                   Staged::bytes(true), stream);
+  } else if (L::bytes(true) <= limit) {
+    launch<kWarps>(forward_kernel<T, Net, kHidden, kOut, kBias, true, false>, p, L::bytes(true),
+                   stream);
   } else {
-    launch(forward_kernel<T, Net, kHidden, kOut, kBias, false>, p, Layout<T, Net>::bytes(false),
-           stream);
+    launch<kWarps>(forward_kernel<T, Net, kHidden, kOut, kBias, false, false>, p, L::bytes(false),
+                   stream);
   }
 }
 
 template <typename T, class Net, Activation kHidden, Activation kOut>
 void backward(const Params<T>& p, cudaStream_t stream) {
-  if (weights_resident<T, Net>()) {
-    launch(backward_kernel<T, Net, kHidden, kOut, true>, p, Layout<T, Net>::bytes(true), stream);
+  constexpr int kWarps = backward_warps<T>();
+  constexpr int kTiles = saved_tiles<T, Net, kHidden, kOut, kWarps>();
+  using Tiled = Layout<T, Net, kWarps, Net::width(Net::kLayers),
+                       kTiles * SavedTile<T, Saved<Net, kHidden, kOut>::columns()>::kElements>;
+  using L = Layout<T, Net, kWarps, Net::width(Net::kLayers)>;
+  const int64_t limit = shared_limit();
+  if (kTiles > 0 && Tiled::bytes(true) <= limit) {
+    launch<kWarps>(backward_kernel<T, Net, kHidden, kOut, true, kTiles>, p, Tiled::bytes(true),
+                   stream);
+  } else if (L::bytes(true) <= limit) {
+    launch<kWarps>(backward_kernel<T, Net, kHidden, kOut, true, 0>, p, L::bytes(true), stream);
   } else {
-    launch(backward_kernel<T, Net, kHidden, kOut, false>, p, Layout<T, Net>::bytes(false), stream);
+    launch<kWarps>(backward_kernel<T, Net, kHidden, kOut, false, 0>, p, L::bytes(false), stream);
   }
 }
 
