@@ -203,7 +203,7 @@ __device__ __forceinline__ State row_allreduce(State value, Combine combine, Sta
 // pack was chosen or carried from one row to the next (1-2 PRMTs a value: ~210 a row in the
 // bfloat16 backward, and the registers of the halves it re-paired).
 template <typename T, int kPack>
-struct Raw {
+struct alignas(sizeof(T) * kPack) Raw {
   static constexpr bool kWords = sizeof(T) == 2 && sizeof(T) * kPack == 16;
   struct Words {
     uint32_t word[4];
@@ -473,9 +473,17 @@ constexpr int kSumVec = sizeof(M) == 4 && kPack % 4 == 0 ? 4 : 1;
 template <bool kCentered>
 constexpr int kSumArrays = kCentered ? 2 : 1;
 
-template <typename M, bool kCentered, int kBlockThreads, int kColsPerThread>
+// Blocks of 512 threads (64 registers a thread) keep the weight of a thread's columns in shared
+// memory too, each thread its own slots: in registers it left too few for one st.global.v4 a dx
+// pack, and the dx packs went out as four 4-byte stores each, which made the cluster backward
+// (bfloat16 rows of 32768 on an H200) bound by L2 at 80% of its throughput and 34% of DRAM's.
+template <int kBlockThreads>
+constexpr bool kSharedWeight = kBlockThreads == kMaxRowThreads;
+
+template <typename M, typename W, bool kCentered, int kBlockThreads, int kColsPerThread>
 constexpr size_t backward_smem_bytes() {
-  return size_t{kSumArrays<kCentered>} * kBlockThreads * kColsPerThread * sizeof(M);
+  return size_t{kSumArrays<kCentered>} * kBlockThreads * kColsPerThread * sizeof(M) +
+         (kSharedWeight<kBlockThreads> ? size_t{kBlockThreads} * kColsPerThread * sizeof(W) : 0);
 }
 
 // The offset (in values) of column slot (p, j) of thread t in one sums array.
@@ -571,17 +579,34 @@ __global__ void __launch_bounds__(
         next.dsum[p] = load_raw<T, kPack>(a.dsum + offset + col, valid && has_dsum);
     }
   };
-  Raw<W, kPack> w[kPacks];
-#pragma unroll
-  for (int p = 0; p < kPacks; ++p) {
-    const int64_t col = pack_col<kPack, kThreadsPerRow>(p, lane);
-    w[p] = a.weight != nullptr
-               ? load_raw<W, kPack>(a.weight + slice_begin + col, col < slice_length)
-               : filled<W, kPack>(W(1));
-  }
   extern __shared__ __align__(kVectorBytes) unsigned char sums_bytes[];
   M* const dweight = reinterpret_cast<M*>(sums_bytes);
   M* const dbias = dweight + kBlockThreads * kColsPerThread;  // when it centers
+  // The weight of this thread's columns: in registers, or (kSharedWeight) in its own slots of
+  // shared memory after the sums, pack p of thread t at (p * kBlockThreads + t) * kPack.
+  constexpr bool kWeightShared = kSharedWeight<kBlockThreads>;
+  [[maybe_unused]] Raw<W, kPack>* const shared_weight = reinterpret_cast<Raw<W, kPack>*>(
+      dweight + kSumArrays<kCentered> * kBlockThreads * kColsPerThread);
+  Raw<W, kPack> w[kWeightShared ? 1 : kPacks];
+#pragma unroll
+  for (int p = 0; p < kPacks; ++p) {
+    const int64_t col = pack_col<kPack, kThreadsPerRow>(p, lane);
+    const Raw<W, kPack> loaded =
+        a.weight != nullptr ? load_raw<W, kPack>(a.weight + slice_begin + col, col < slice_length)
+                            : filled<W, kPack>(W(1));
+    if constexpr (kWeightShared) {
+      shared_weight[p * kBlockThreads + threadIdx.x] = loaded;
+    } else {
+      w[p] = loaded;
+    }
+  }
+  const auto weight_of = [&](int p) -> Raw<W, kPack> {
+    if constexpr (kWeightShared) {
+      return shared_weight[p * kBlockThreads + threadIdx.x];
+    } else {
+      return w[p];
+    }
+  };
 #pragma unroll
   for (int p = 0; p < kPacks; ++p) {
     clear_sums<M, kPack, kBlockThreads>(dweight, p);
@@ -607,9 +632,10 @@ __global__ void __launch_bounds__(
 #pragma unroll
     for (int p = 0; p < kPacks; ++p) {
       if (pack_col<kPack, kThreadsPerRow>(p, lane) < slice_length) {
+        const Raw<W, kPack> weight = weight_of(p);
 #pragma unroll
         for (int j = 0; j < kPack; ++j) {
-          const M g = product(value_of<M>(now.dy[p], j), value_of<M>(w[p], j));
+          const M g = product(value_of<M>(now.dy[p], j), value_of<M>(weight, j));
           sums.g += g;
           sums.g_xhat += g * (value_of<M>(now.x[p], j) - now.mean);
         }
@@ -623,6 +649,7 @@ __global__ void __launch_bounds__(
       for (int p = 0; p < kPacks; ++p) {
         const int64_t col = pack_col<kPack, kThreadsPerRow>(p, lane);
         if (col < slice_length) {
+          const Raw<W, kPack> weight = weight_of(p);
           M out[kPack];
           M dy_xhat[kPack];
           M dy_values[kPack];
@@ -630,7 +657,7 @@ __global__ void __launch_bounds__(
           for (int j = 0; j < kPack; ++j) {
             const M dy = value_of<M>(now.dy[p], j);
             const M xhat = xhat_at(p, j);
-            M dx = now.rstd * (product(dy, value_of<M>(w[p], j)) - mean_g - xhat * mean_g_xhat);
+            M dx = now.rstd * (product(dy, value_of<M>(weight, j)) - mean_g - xhat * mean_g_xhat);
             if constexpr (kResidual) {
               if (has_dsum) dx += value_of<M>(now.dsum[p], j);
             }
@@ -638,14 +665,7 @@ __global__ void __launch_bounds__(
             dy_xhat[j] = dy * xhat;
             dy_values[j] = dy;
           }
-          // One store instruction a pack, except in the blocks of 512 threads (64 registers a
-          // thread): there the asm store made nvcc 13 spill more (bfloat16 LayerNorm: 60 -> 108
-          // bytes a thread) than the split store costs.
-          if constexpr (kBlockThreads < kMaxRowThreads) {
-            store_pack_global<T, kPack>(a.dx + offset + col, narrow<T>(out));
-          } else {
-            store_pack<T, kPack>(a.dx + offset + col, narrow<T>(out));
-          }
+          store_pack_global<T, kPack>(a.dx + offset + col, narrow<T>(out));
           add_to_sums<M, kPack, kBlockThreads>(dweight, p, dy_xhat);
           if constexpr (kCentered) add_to_sums<M, kPack, kBlockThreads>(dbias, p, dy_values);
         }
@@ -1234,7 +1254,7 @@ int64_t launch_backward_with(BackwardArgs<T, W> a, cudaStream_t stream,
                                kThreadsPerRow>;
       constexpr int kBlockThreads = block_threads_for<kThreadsPerRow>();
       constexpr size_t kSmem =
-          backward_smem_bytes<M, kCentered, kBlockThreads, decltype(cols_per_thread)::value>();
+          backward_smem_bytes<M, W, kCentered, kBlockThreads, decltype(cols_per_thread)::value>();
       allow_smem<kernel>();
       // As many blocks as the GPU holds at once, each looping over rows: each writes one partial
       // row of the gradients, so their number bounds the second pass's work.
@@ -1251,7 +1271,7 @@ int64_t launch_backward_with(BackwardArgs<T, W> a, cudaStream_t stream,
     constexpr int kColsPerThread = kColsPerThreadMax<true, kPack, 1>;
     constexpr auto kernel =
         backward_rows_kernel<T, W, kCentered, kResidual, kPack, kColsPerThread, kMaxRowThreads>;
-    constexpr size_t kSmem = backward_smem_bytes<M, kCentered, kMaxRowThreads, kColsPerThread>();
+    constexpr size_t kSmem = backward_smem_bytes<M, W, kCentered, kMaxRowThreads, kColsPerThread>();
     allow_smem<kernel>();
     const int cluster =
         cluster_for<kernel>(a.cols, kRegisterCols<T, true, kPack, 1>, kMaxRowThreads, kSmem);

@@ -35,16 +35,16 @@ __device__ __forceinline__ void store_pack(T* ptr, const Pack<T, N>& pack) {
 }
 
 // Four 32-bit words at ptr where `valid`, else zeros: one predicated 16-byte load, the zeros set
-// beside it (no branch, so the loads of a thread's packs all issue before any is used).
+// beside it. Loaded as a uint4 (not through assembly), so nvcc folds a thread's consecutive packs
+// into one address register and immediate offsets.
 __device__ __forceinline__ void load_words_or_zero(uint32_t (&words)[4], const void* ptr,
                                                    bool valid) {
-  words[0] = words[1] = words[2] = words[3] = 0;
-#ifdef __CUDA_ARCH__
-  asm("{\n\t.reg .pred p;\n\tsetp.ne.b32 p, %4, 0;\n\t"
-      "@p ld.global.v4.b32 {%0, %1, %2, %3}, [%5];\n\t}"
-      : "+r"(words[0]), "+r"(words[1]), "+r"(words[2]), "+r"(words[3])
-      : "r"(static_cast<int>(valid)), "l"(ptr));
-#endif
+  uint4 loaded = make_uint4(0, 0, 0, 0);
+  if (valid) loaded = *reinterpret_cast<const uint4*>(ptr);
+  words[0] = loaded.x;
+  words[1] = loaded.y;
+  words[2] = loaded.z;
+  words[3] = loaded.w;
 }
 
 // Four 32-bit words stored at ptr with one st.global.v4 (see store_pack_global).
