@@ -399,8 +399,8 @@ __global__ void __launch_bounds__(block_threads_for<kThreadsPerRow>(),
     const M rstd = M(1) / sqrt(variance + a.eps);  // sqrt, then divide: rsqrtf is 2 ulp
     // The parameters' presence is the same for every thread: each combination has its own
     // loop, so a missing one costs nothing per value. (Selecting between a loaded pack and a
-    // filled one took a PRMT per 16-bit value, 2224 instructions a row for bfloat16 LayerNorm
-    // where 1544 do RMSNorm, and spilled 50 bytes a thread.)
+    // filled one per pack took two PRMTs per 16-bit value: the bfloat16 LayerNorm forward spent
+    // ~144 instructions on a pack of 8 outputs, ~70 now, and spilled 50 bytes a thread.)
     const auto write_row = [&](auto has_weight, auto has_bias) {
 #pragma unroll
       for (int p = 0; p < kPacks; ++p) {
@@ -457,7 +457,8 @@ __global__ void __launch_bounds__(block_threads_for<kThreadsPerRow>(),
 // Threads an SM holds in the backward, which keeps two rows' packs and the weight: 768 (at most
 // 80 registers a thread, none spilled) in blocks of up to 256 threads; blocks of 512 (rows of 8192
 // bfloat16 or 4096 float32 values, and clusters) two an SM, 64 registers (bfloat16 LayerNorm
-// spills 60 bytes a thread there: still more loads in flight than one block of 512 an SM).
+// spills 28 bytes a thread there, with its weight in shared memory: kSharedWeight; still more
+// loads in flight than one block of 512 an SM).
 constexpr int kBackwardThreadsPerSm = 768;
 
 // The backward's per-column sums (dy * xhat, and dy when it centers) of a thread's columns over
