@@ -197,40 +197,100 @@ __device__ __forceinline__ State row_allreduce(State value, Combine combine, Sta
 // used: half the registers of widened values, so more threads an SM keep loads in flight. On an
 // H200 the widened bfloat16 forward took 72 registers a thread at 32 values and reached 64-84%
 // of copy at rows of 1024 to 8192, against 96-97% for float32 holding the same 8 packs.
+//
+// A 16-byte pack of 16-bit values is held as four 32-bit words, loaded, filled and stored as
+// words: held as a Pack of 16-bit elements, nvcc 13 moved each element on its own wherever a
+// pack was chosen or carried from one row to the next (1-2 PRMTs a value: ~210 a row in the
+// bfloat16 backward, and the registers of the halves it re-paired).
 template <typename T, int kPack>
-using Raw = Pack<T, kPack>;
+struct alignas(sizeof(T) * kPack) Raw {
+  static constexpr bool kWords = sizeof(T) == 2 && sizeof(T) * kPack == 16;
+  struct Words {
+    uint32_t word[4];
+  };
+  std::conditional_t<kWords, Words, Pack<T, kPack>> held;
+};
+
+// The pack at ptr where `valid`, else zeros (see load_words_or_zero).
+template <typename T, int kPack>
+__device__ __forceinline__ Raw<T, kPack> load_raw(const T* ptr, bool valid) {
+  Raw<T, kPack> raw;
+  if constexpr (Raw<T, kPack>::kWords) {
+    load_words_or_zero(raw.held.word, ptr, valid);
+  } else {
+    raw.held = load_pack_or_zero<T, kPack>(ptr, valid);
+  }
+  return raw;
+}
 
 // Element j of a held pack as M. For bfloat16 the widening (a shift or a mask) is volatile
 // assembly, so the compiler redoes it at each use instead of keeping every widened value live
 // across the row's reduction, which doubled the registers the raw packs were meant to save
 // (bfloat16 forward, 64 values a thread: 116 to 127 registers, 91 to 95 with it).
 template <typename M, typename T, int kPack>
-__device__ __forceinline__ M value_of(const Raw<T, kPack>& pack, int j) {
-  if constexpr (std::is_same_v<T, c10::BFloat16> && std::is_same_v<M, float> && kPack % 2 == 0) {
-    uint32_t pair;
-    memcpy(&pair, &pack.elem[j - j % 2], sizeof(pair));
-    uint32_t bits;
+__device__ __forceinline__ M value_of(const Raw<T, kPack>& raw, int j) {
+  if constexpr (Raw<T, kPack>::kWords) {
+    const uint32_t pair = raw.held.word[j / 2];
+    if constexpr (std::is_same_v<T, c10::BFloat16> && std::is_same_v<M, float>) {
+      uint32_t bits;
 #ifdef __CUDA_ARCH__
-    if (j % 2 == 0) {
-      asm volatile("shl.b32 %0, %1, 16;" : "=r"(bits) : "r"(pair));
-    } else {
-      asm volatile("and.b32 %0, %1, 0xffff0000;" : "=r"(bits) : "r"(pair));
-    }
+      if (j % 2 == 0) {
+        asm volatile("shl.b32 %0, %1, 16;" : "=r"(bits) : "r"(pair));
+      } else {
+        asm volatile("and.b32 %0, %1, 0xffff0000;" : "=r"(bits) : "r"(pair));
+      }
 #else
-    bits = j % 2 == 0 ? pair << 16 : pair & 0xffff0000u;
+      bits = j % 2 == 0 ? pair << 16 : pair & 0xffff0000u;
 #endif
-    return __uint_as_float(bits);
+      return __uint_as_float(bits);
+    } else {
+      const auto bits = static_cast<uint16_t>(j % 2 == 0 ? pair : pair >> 16);
+      T value;
+      memcpy(&value, &bits, sizeof(value));
+      return static_cast<M>(value);
+    }
   } else {
-    return widen<M>(pack, j);
+    return widen<M>(raw.held, j);
   }
 }
 
+// A pack of kPack copies of `value`.
 template <typename T, int kPack>
 __device__ __forceinline__ Raw<T, kPack> filled(T value) {
-  Raw<T, kPack> pack;
+  Raw<T, kPack> raw;
+  if constexpr (Raw<T, kPack>::kWords) {
+    uint16_t bits;
+    memcpy(&bits, &value, sizeof(bits));
 #pragma unroll
-  for (int j = 0; j < kPack; ++j) pack.elem[j] = value;
-  return pack;
+    for (int i = 0; i < 4; ++i) raw.held.word[i] = bits | uint32_t{bits} << 16;
+  } else {
+#pragma unroll
+    for (int j = 0; j < kPack; ++j) raw.held.elem[j] = value;
+  }
+  return raw;
+}
+
+// kPack values of M rounded to T (vec.cuh's narrow), as a held pack.
+template <typename T, int kPack, typename M>
+__device__ __forceinline__ Raw<T, kPack> narrow_raw(const M (&values)[kPack]) {
+  Raw<T, kPack> raw;
+  if constexpr (Raw<T, kPack>::kWords) {
+    const Pack<T, kPack> pack = narrow<T>(values);
+    memcpy(raw.held.word, &pack, sizeof(pack));
+  } else {
+    raw.held = narrow<T>(values);
+  }
+  return raw;
+}
+
+// A held pack stored with one store instruction (vec.cuh's store_pack_global).
+template <typename T, int kPack>
+__device__ __forceinline__ void store_raw_global(T* ptr, const Raw<T, kPack>& raw) {
+  if constexpr (Raw<T, kPack>::kWords) {
+    store_words_global(ptr, raw.held.word);
+  } else {
+    store_pack_global<T, kPack>(ptr, raw.held);
+  }
 }
 
 // Blocks an SM must hold at once, for __launch_bounds__: enough for kThreadsPerSm threads (or
@@ -274,11 +334,9 @@ __global__ void __launch_bounds__(block_threads_for<kThreadsPerRow>(),
 #pragma unroll
     for (int p = 0; p < kPacks; ++p) {
       const int64_t col = pack_col<kPack, kThreadsPerRow>(p, lane);
-      v[p] = filled<T, kPack>(T(0));
-      if (col < slice_length) {
-        v[p] = load_pack<T, kPack>(a.x + offset + col);
-        if constexpr (kResidual) r[p] = load_pack<T, kPack>(a.residual + offset + col);
-      }
+      v[p] = load_raw<T, kPack>(a.x + offset + col, col < slice_length);
+      if constexpr (kResidual)
+        r[p] = load_raw<T, kPack>(a.residual + offset + col, col < slice_length);
     }
     int valid = 0;
 #pragma unroll
@@ -288,9 +346,10 @@ __global__ void __launch_bounds__(block_threads_for<kThreadsPerRow>(),
         if constexpr (kResidual) {
           // The sum is rounded to T before it is normalized, as x + residual in T would be: the
           // backward reads that rounded sum.
+          M sum[kPack];
 #pragma unroll
-          for (int j = 0; j < kPack; ++j)
-            v[p].elem[j] = static_cast<T>(value_of<M>(v[p], j) + value_of<M>(r[p], j));
+          for (int j = 0; j < kPack; ++j) sum[j] = value_of<M>(v[p], j) + value_of<M>(r[p], j);
+          v[p] = narrow_raw<T, kPack>(sum);
         }
       }
     }
@@ -338,24 +397,53 @@ __global__ void __launch_bounds__(block_threads_for<kThreadsPerRow>(),
       variance = state / M(a.cols);
     }
     const M rstd = M(1) / sqrt(variance + a.eps);  // sqrt, then divide: rsqrtf is 2 ulp
-    if (row_valid) {
+    // The parameters' presence is the same for every thread: each combination has its own
+    // loop, so a missing one costs nothing per value. (Selecting between a loaded pack and a
+    // filled one per pack took two PRMTs per 16-bit value: the bfloat16 LayerNorm forward spent
+    // ~144 instructions on a pack of 8 outputs, ~70 now, and spilled 50 bytes a thread.)
+    const auto write_row = [&](auto has_weight, auto has_bias) {
 #pragma unroll
       for (int p = 0; p < kPacks; ++p) {
         const int64_t col = pack_col<kPack, kThreadsPerRow>(p, lane);
         if (col < slice_length) {
           // The parameters' packs as loaded, widened where used (as v's): fewer live registers
           // than widened copies in a kernel bounded to 64 a thread.
-          const Raw<W, kPack> w =
-              a.weight ? load_pack<W, kPack>(a.weight + slice_begin + col) : filled<W, kPack>(W(1));
-          const Raw<W, kPack> b =
-              a.bias ? load_pack<W, kPack>(a.bias + slice_begin + col) : filled<W, kPack>(W(0));
+          Raw<W, kPack> w;
+          Raw<W, kPack> b;
+          if constexpr (decltype(has_weight)::value)
+            w = load_raw<W, kPack>(a.weight + slice_begin + col, true);
+          if constexpr (decltype(has_bias)::value)
+            b = load_raw<W, kPack>(a.bias + slice_begin + col, true);
           M out[kPack];
 #pragma unroll
-          for (int j = 0; j < kPack; ++j)
-            out[j] = (value_of<M>(v[p], j) - mean) * rstd * widen<M>(w, j) + widen<M>(b, j);
+          for (int j = 0; j < kPack; ++j) {
+            M value = (value_of<M>(v[p], j) - mean) * rstd;
+            if constexpr (decltype(has_weight)::value) value *= value_of<M>(w, j);
+            if constexpr (decltype(has_bias)::value) value += value_of<M>(b, j);
+            out[j] = value;
+          }
           store_pack_global<T, kPack>(a.y + offset + col, narrow<T>(out));
-          if constexpr (kResidual) store_pack_global<T, kPack>(a.sum + offset + col, v[p]);
+          if constexpr (kResidual) store_raw_global<T, kPack>(a.sum + offset + col, v[p]);
         }
+      }
+    };
+    if (row_valid) {
+      if constexpr (kCentered) {
+        if (a.bias != nullptr) {
+          if (a.weight != nullptr) {
+            write_row(std::true_type(), std::true_type());
+          } else {
+            write_row(std::false_type(), std::true_type());
+          }
+        } else if (a.weight != nullptr) {
+          write_row(std::true_type(), std::false_type());
+        } else {
+          write_row(std::false_type(), std::false_type());
+        }
+      } else if (a.weight != nullptr) {
+        write_row(std::true_type(), std::false_type());
+      } else {
+        write_row(std::false_type(), std::false_type());
       }
       if (lane == 0 && rank == 0) {
         if constexpr (kCentered) a.mean[row] = mean;
@@ -369,7 +457,8 @@ __global__ void __launch_bounds__(block_threads_for<kThreadsPerRow>(),
 // Threads an SM holds in the backward, which keeps two rows' packs and the weight: 768 (at most
 // 80 registers a thread, none spilled) in blocks of up to 256 threads; blocks of 512 (rows of 8192
 // bfloat16 or 4096 float32 values, and clusters) two an SM, 64 registers (bfloat16 LayerNorm
-// spills 60 bytes a thread there: still more loads in flight than one block of 512 an SM).
+// spills 28 bytes a thread there, with its weight in shared memory: kSharedWeight; still more
+// loads in flight than one block of 512 an SM).
 constexpr int kBackwardThreadsPerSm = 768;
 
 // The backward's per-column sums (dy * xhat, and dy when it centers) of a thread's columns over
@@ -385,9 +474,17 @@ constexpr int kSumVec = sizeof(M) == 4 && kPack % 4 == 0 ? 4 : 1;
 template <bool kCentered>
 constexpr int kSumArrays = kCentered ? 2 : 1;
 
-template <typename M, bool kCentered, int kBlockThreads, int kColsPerThread>
+// Blocks of 512 threads (64 registers a thread) keep the weight of a thread's columns in shared
+// memory too, each thread its own slots: in registers it left too few for one st.global.v4 a dx
+// pack, and the dx packs went out as four 4-byte stores each, which made the cluster backward
+// (bfloat16 rows of 32768 on an H200) bound by L2 at 80% of its throughput and 34% of DRAM's.
+template <int kBlockThreads>
+constexpr bool kSharedWeight = kBlockThreads == kMaxRowThreads;
+
+template <typename M, typename W, bool kCentered, int kBlockThreads, int kColsPerThread>
 constexpr size_t backward_smem_bytes() {
-  return size_t{kSumArrays<kCentered>} * kBlockThreads * kColsPerThread * sizeof(M);
+  return size_t{kSumArrays<kCentered>} * kBlockThreads * kColsPerThread * sizeof(M) +
+         (kSharedWeight<kBlockThreads> ? size_t{kBlockThreads} * kColsPerThread * sizeof(W) : 0);
 }
 
 // The offset (in values) of column slot (p, j) of thread t in one sums array.
@@ -476,26 +573,41 @@ __global__ void __launch_bounds__(
 #pragma unroll
     for (int p = 0; p < kPacks; ++p) {
       const int64_t col = pack_col<kPack, kThreadsPerRow>(p, lane);
-      if (col < slice_length) {
-        next.x[p] = load_pack<T, kPack>(a.x + offset + col);
-        next.dy[p] = load_pack<T, kPack>(a.dy + offset + col);
-        if constexpr (kResidual) {
-          if (has_dsum) next.dsum[p] = load_pack<T, kPack>(a.dsum + offset + col);
-        }
-      }
+      const bool valid = col < slice_length;
+      next.x[p] = load_raw<T, kPack>(a.x + offset + col, valid);
+      next.dy[p] = load_raw<T, kPack>(a.dy + offset + col, valid);
+      if constexpr (kResidual)
+        next.dsum[p] = load_raw<T, kPack>(a.dsum + offset + col, valid && has_dsum);
     }
   };
-  Raw<W, kPack> w[kPacks];
-#pragma unroll
-  for (int p = 0; p < kPacks; ++p) {
-    const int64_t col = pack_col<kPack, kThreadsPerRow>(p, lane);
-    w[p] = filled<W, kPack>(W(1));
-    if (a.weight != nullptr && col < slice_length)
-      w[p] = load_pack<W, kPack>(a.weight + slice_begin + col);
-  }
   extern __shared__ __align__(kVectorBytes) unsigned char sums_bytes[];
   M* const dweight = reinterpret_cast<M*>(sums_bytes);
   M* const dbias = dweight + kBlockThreads * kColsPerThread;  // when it centers
+  // The weight of this thread's columns: in registers, or (kSharedWeight) in its own slots of
+  // shared memory after the sums, pack p of thread t at (p * kBlockThreads + t) * kPack.
+  constexpr bool kWeightShared = kSharedWeight<kBlockThreads>;
+  [[maybe_unused]] Raw<W, kPack>* const shared_weight = reinterpret_cast<Raw<W, kPack>*>(
+      dweight + kSumArrays<kCentered> * kBlockThreads * kColsPerThread);
+  Raw<W, kPack> w[kWeightShared ? 1 : kPacks];
+#pragma unroll
+  for (int p = 0; p < kPacks; ++p) {
+    const int64_t col = pack_col<kPack, kThreadsPerRow>(p, lane);
+    const Raw<W, kPack> loaded =
+        a.weight != nullptr ? load_raw<W, kPack>(a.weight + slice_begin + col, col < slice_length)
+                            : filled<W, kPack>(W(1));
+    if constexpr (kWeightShared) {
+      shared_weight[p * kBlockThreads + threadIdx.x] = loaded;
+    } else {
+      w[p] = loaded;
+    }
+  }
+  const auto weight_of = [&](int p) -> Raw<W, kPack> {
+    if constexpr (kWeightShared) {
+      return shared_weight[p * kBlockThreads + threadIdx.x];
+    } else {
+      return w[p];
+    }
+  };
 #pragma unroll
   for (int p = 0; p < kPacks; ++p) {
     clear_sums<M, kPack, kBlockThreads>(dweight, p);
@@ -521,22 +633,24 @@ __global__ void __launch_bounds__(
 #pragma unroll
     for (int p = 0; p < kPacks; ++p) {
       if (pack_col<kPack, kThreadsPerRow>(p, lane) < slice_length) {
+        const Raw<W, kPack> weight = weight_of(p);
 #pragma unroll
         for (int j = 0; j < kPack; ++j) {
-          const M g = product(value_of<M>(now.dy[p], j), value_of<M>(w[p], j));
+          const M g = product(value_of<M>(now.dy[p], j), value_of<M>(weight, j));
           sums.g += g;
-          sums.g_xhat += g * xhat_at(p, j);
+          sums.g_xhat += g * (value_of<M>(now.x[p], j) - now.mean);
         }
       }
     }
     sums = row_allreduce<kThreadsPerRow>(sums, AddGradSums(), scratch, &published, cluster_blocks);
     const M mean_g = kCentered ? sums.g * inv_cols : M(0);
-    const M mean_g_xhat = sums.g_xhat * inv_cols;
+    const M mean_g_xhat = sums.g_xhat * now.rstd * inv_cols;
     if (row_valid) {
 #pragma unroll
       for (int p = 0; p < kPacks; ++p) {
         const int64_t col = pack_col<kPack, kThreadsPerRow>(p, lane);
         if (col < slice_length) {
+          const Raw<W, kPack> weight = weight_of(p);
           M out[kPack];
           M dy_xhat[kPack];
           M dy_values[kPack];
@@ -544,7 +658,7 @@ __global__ void __launch_bounds__(
           for (int j = 0; j < kPack; ++j) {
             const M dy = value_of<M>(now.dy[p], j);
             const M xhat = xhat_at(p, j);
-            M dx = now.rstd * (product(dy, value_of<M>(w[p], j)) - mean_g - xhat * mean_g_xhat);
+            M dx = now.rstd * (product(dy, value_of<M>(weight, j)) - mean_g - xhat * mean_g_xhat);
             if constexpr (kResidual) {
               if (has_dsum) dx += value_of<M>(now.dsum[p], j);
             }
@@ -552,14 +666,7 @@ __global__ void __launch_bounds__(
             dy_xhat[j] = dy * xhat;
             dy_values[j] = dy;
           }
-          // One store instruction a pack, except in the blocks of 512 threads (64 registers a
-          // thread): there the asm store made nvcc 13 spill more (bfloat16 LayerNorm: 60 -> 108
-          // bytes a thread) than the split store costs.
-          if constexpr (kBlockThreads < kMaxRowThreads) {
-            store_pack_global<T, kPack>(a.dx + offset + col, narrow<T>(out));
-          } else {
-            store_pack<T, kPack>(a.dx + offset + col, narrow<T>(out));
-          }
+          store_pack_global<T, kPack>(a.dx + offset + col, narrow<T>(out));
           add_to_sums<M, kPack, kBlockThreads>(dweight, p, dy_xhat);
           if constexpr (kCentered) add_to_sums<M, kPack, kBlockThreads>(dbias, p, dy_values);
         }
@@ -733,7 +840,7 @@ __global__ void __launch_bounds__(kSliceThreads, 2)
     dweight[i] = M(0);
   __syncthreads();
   const auto weight_at = [&](int64_t p) {
-    return a.weight != nullptr ? load_pack<W, kPack>(a.weight + slice_begin + p * kPack)
+    return a.weight != nullptr ? load_raw<W, kPack>(a.weight + slice_begin + p * kPack, true)
                                : filled<W, kPack>(W(1));
   };
   for (int64_t row = group; row < a.rows; row += groups) {
@@ -747,10 +854,8 @@ __global__ void __launch_bounds__(kSliceThreads, 2)
 #pragma unroll
       for (int b = 0; b < kSliceBatch; ++b) {
         const int64_t p = first + b * kSliceThreads;
-        if (p < slice_packs) {
-          x[b] = load_pack<T, kPack>(a.x + offset + p * kPack);
-          dy[b] = load_pack<T, kPack>(a.dy + offset + p * kPack);
-        }
+        x[b] = load_raw<T, kPack>(a.x + offset + p * kPack, p < slice_packs);
+        dy[b] = load_raw<T, kPack>(a.dy + offset + p * kPack, p < slice_packs);
       }
 #pragma unroll
       for (int b = 0; b < kSliceBatch; ++b) {
@@ -761,14 +866,14 @@ __global__ void __launch_bounds__(kSliceThreads, 2)
           for (int j = 0; j < kPack; ++j) {
             const M g = product(value_of<M>(dy[b], j), value_of<M>(w, j));
             sums.g += g;
-            sums.g_xhat += g * ((value_of<M>(x[b], j) - mean) * rstd);
+            sums.g_xhat += g * (value_of<M>(x[b], j) - mean);
           }
         }
       }
     }
     sums = row_allreduce<kSliceThreads>(sums, AddGradSums(), scratch, &published, cluster_blocks);
     const M mean_g = kCentered ? sums.g * inv_cols : M(0);
-    const M mean_g_xhat = sums.g_xhat * inv_cols;
+    const M mean_g_xhat = sums.g_xhat * rstd * inv_cols;
     // Pass 2: dx, and the column sums (each pack's slots are its thread's alone).
     for (int64_t first = threadIdx.x; first < slice_packs; first += kSliceThreads * kSliceBatch) {
       Raw<T, kPack> x[kSliceBatch], dy[kSliceBatch];
@@ -776,13 +881,10 @@ __global__ void __launch_bounds__(kSliceThreads, 2)
 #pragma unroll
       for (int b = 0; b < kSliceBatch; ++b) {
         const int64_t p = first + b * kSliceThreads;
-        if (p < slice_packs) {
-          x[b] = load_pack<T, kPack>(a.x + offset + p * kPack);
-          dy[b] = load_pack<T, kPack>(a.dy + offset + p * kPack);
-          if constexpr (kResidual) {
-            if (has_dsum) dsum[b] = load_pack<T, kPack>(a.dsum + offset + p * kPack);
-          }
-        }
+        x[b] = load_raw<T, kPack>(a.x + offset + p * kPack, p < slice_packs);
+        dy[b] = load_raw<T, kPack>(a.dy + offset + p * kPack, p < slice_packs);
+        if constexpr (kResidual)
+          dsum[b] = load_raw<T, kPack>(a.dsum + offset + p * kPack, p < slice_packs && has_dsum);
       }
 #pragma unroll
       for (int b = 0; b < kSliceBatch; ++b) {
@@ -936,6 +1038,34 @@ int cluster_for(int64_t cols, int64_t block_cols, int block_threads, size_t smem
   while (block_cols * blocks < cols) blocks *= 2;
   const row_engine::SlicePlan plan{blocks, 0, smem_bytes};
   return row_engine::schedulable(kKernel, plan, block_threads) ? blocks : 0;
+}
+
+// Clusters of `cluster_blocks` blocks of kKernel the GPU holds at once (0: none), asked once per
+// device and cluster size. A cluster's blocks share one GPC, so this is fewer than the SMs'
+// block slots divided by the cluster size wherever a GPC's slots are not a multiple of it; a
+// looping grid sized by that division left clusters waiting for a second wave, each of which
+// then did a full share of the rows.
+template <auto kKernel>
+int64_t active_clusters(int cluster_blocks, int block_threads, size_t smem_bytes) {
+  static std::atomic<int> known[kMaxDevices][5] = {};  // cluster sizes 1, 2, 4, 8, 16; 0 unknown
+  const int device = c10::cuda::current_device();
+  int size_index = 0;
+  while ((1 << size_index) < cluster_blocks && size_index < 4) ++size_index;
+  int clusters =
+      device < kMaxDevices ? known[device][size_index].load(std::memory_order_relaxed) : 0;
+  if (clusters == 0) {
+    cudaLaunchAttribute cluster_dims;
+    const row_engine::SlicePlan plan{cluster_blocks, 0, smem_bytes};
+    const cudaLaunchConfig_t config =
+        row_engine::slices_config(plan, block_threads, cluster_blocks, nullptr, cluster_dims);
+    if (cudaOccupancyMaxActiveClusters(&clusters, kKernel, &config) != cudaSuccess) {
+      (void)cudaGetLastError();  // a "no", not an error for the next launch check
+      clusters = 0;
+    }
+    if (device < kMaxDevices && clusters > 0)
+      known[device][size_index].store(clusters, std::memory_order_relaxed);
+  }
+  return clusters;
 }
 
 template <int N>
@@ -1125,7 +1255,7 @@ int64_t launch_backward_with(BackwardArgs<T, W> a, cudaStream_t stream,
                                kThreadsPerRow>;
       constexpr int kBlockThreads = block_threads_for<kThreadsPerRow>();
       constexpr size_t kSmem =
-          backward_smem_bytes<M, kCentered, kBlockThreads, decltype(cols_per_thread)::value>();
+          backward_smem_bytes<M, W, kCentered, kBlockThreads, decltype(cols_per_thread)::value>();
       allow_smem<kernel>();
       // As many blocks as the GPU holds at once, each looping over rows: each writes one partial
       // row of the gradients, so their number bounds the second pass's work.
@@ -1142,16 +1272,15 @@ int64_t launch_backward_with(BackwardArgs<T, W> a, cudaStream_t stream,
     constexpr int kColsPerThread = kColsPerThreadMax<true, kPack, 1>;
     constexpr auto kernel =
         backward_rows_kernel<T, W, kCentered, kResidual, kPack, kColsPerThread, kMaxRowThreads>;
-    constexpr size_t kSmem = backward_smem_bytes<M, kCentered, kMaxRowThreads, kColsPerThread>();
+    constexpr size_t kSmem = backward_smem_bytes<M, W, kCentered, kMaxRowThreads, kColsPerThread>();
     allow_smem<kernel>();
     const int cluster =
         cluster_for<kernel>(a.cols, kRegisterCols<T, true, kPack, 1>, kMaxRowThreads, kSmem);
     if (cluster > 0) {
       const int64_t slice_cols = ceil_div(ceil_div(a.cols, cluster), kPack) * kPack;
       // Clusters the GPU holds at once, each looping over rows.
-      const int64_t sms = multiprocessor_count();
-      const int64_t partials = std::clamp<int64_t>(
-          sms * blocks_per_multiprocessor<kernel>(kMaxRowThreads, kSmem) / cluster, 1, a.rows);
+      const int64_t partials =
+          std::clamp<int64_t>(active_clusters<kernel>(cluster, kMaxRowThreads, kSmem), 1, a.rows);
       const Partials<M> made = make_partials(partials, false);
       a.partial_dweight = made.dweight;
       a.partial_dbias = made.dbias;

@@ -34,6 +34,44 @@ __device__ __forceinline__ void store_pack(T* ptr, const Pack<T, N>& pack) {
   *reinterpret_cast<Pack<T, N>*>(ptr) = pack;
 }
 
+// Four 32-bit words at ptr where `valid`, else zeros: one predicated 16-byte load, the zeros set
+// beside it. Loaded as a uint4 (not through assembly), so nvcc folds a thread's consecutive packs
+// into one address register and immediate offsets.
+__device__ __forceinline__ void load_words_or_zero(uint32_t (&words)[4], const void* ptr,
+                                                   bool valid) {
+  uint4 loaded = make_uint4(0, 0, 0, 0);
+  if (valid) loaded = *reinterpret_cast<const uint4*>(ptr);
+  words[0] = loaded.x;
+  words[1] = loaded.y;
+  words[2] = loaded.z;
+  words[3] = loaded.w;
+}
+
+// Four 32-bit words stored at ptr with one st.global.v4 (see store_pack_global).
+__device__ __forceinline__ void store_words_global(void* ptr, const uint32_t (&words)[4]) {
+  asm volatile("st.global.v4.b32 [%0], {%1, %2, %3, %4};" ::"l"(ptr), "r"(words[0]), "r"(words[1]),
+               "r"(words[2]), "r"(words[3])
+               : "memory");
+}
+
+// The pack at ptr where `valid`, else zeros. A 16-byte pack goes through load_words_or_zero:
+// choosing between a loaded Pack of 16-bit values and a filled one made nvcc 13 select each
+// 16-bit element on its own (two PRMTs a value: 97 of them in norm.cuh's bfloat16 forward).
+template <typename T, int N>
+__device__ __forceinline__ Pack<T, N> load_pack_or_zero(const T* ptr, bool valid) {
+  Pack<T, N> pack;
+  if constexpr (sizeof(Pack<T, N>) == 16) {
+    uint32_t words[4];
+    load_words_or_zero(words, ptr, valid);
+    memcpy(&pack, words, sizeof(words));
+  } else {
+#pragma unroll
+    for (int j = 0; j < N; ++j) pack.elem[j] = T(0);
+    if (valid) pack = load_pack<T, N>(ptr);
+  }
+  return pack;
+}
+
 // A pack stored to global memory, a 16-byte one as one st.global.v4 instruction. store_pack
 // leaves the store to the compiler, which splits some packs whose elements were converted one at
 // a time into 2- and 4-byte stores (nvcc 13 for sm_90: the linear backward's bfloat16 packs went
@@ -47,9 +85,7 @@ __device__ __forceinline__ void store_pack_global(T* ptr, const Pack<T, N>& pack
   if constexpr (sizeof(Pack<T, N>) == 16) {
     uint32_t words[4];
     memcpy(words, &pack, sizeof(words));
-    asm volatile("st.global.v4.b32 [%0], {%1, %2, %3, %4};" ::"l"(ptr), "r"(words[0]),
-                 "r"(words[1]), "r"(words[2]), "r"(words[3])
-                 : "memory");
+    store_words_global(ptr, words);
   } else {
     store_pack<T, N>(ptr, pack);
   }
