@@ -122,7 +122,8 @@ if has_mode test; then
     done
     for op in "${ops[@]}"; do
       for log in "$OUT/test-$op.log" "$OUT/test-$op-2_31.log"; do
-        echo "== test $op$([[ $log == *2_31* ]] && echo ' (2^31)'): $(grep -E '^=+ .*(passed|failed|error)' "$log" | tail -1)"
+        summary=$(grep -E '^=+ .*(passed|failed|error)' "$log" | tail -1)
+        echo "== test $op$([[ $log == *2_31* ]] && echo ' (2^31)'): ${summary:-$(tail -1 "$log")}"
         grep -q "^exit 0" "$log" || status=1
       done
     done
