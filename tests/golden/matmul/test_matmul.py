@@ -50,12 +50,10 @@ class TestMatmul(GradientSuite, SeveralTensorsSuite):
             "b": random_tensor((*batch, k, n), dtype, device, scale=1.0),
         }
 
-    @pytest.mark.parametrize("device", DEVICES)
-    @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float64], ids=str)
-    @pytest.mark.parametrize("layout", ["nn", "nt", "tn", "tt"])
-    def test_transposed_inputs(self, device: str, dtype: torch.dtype, layout: str) -> None:
-        # a and b as .mT() views (read in place by the kernels), forward and both gradients.
-        m, k, n = 67, 136, 96
+    def check_layout(self, shape: tuple[int, int, int], layout: str, dtype: torch.dtype, device: str) -> None:
+        # a and b as .mT() views where layout says "t" (read in place by the kernels), the forward
+        # and both gradients (which read the operands transposed again) against float64.
+        m, k, n = shape
         a = (
             random_tensor((k, m), dtype, device, scale=1.0).mT
             if layout[0] == "t"
@@ -76,6 +74,12 @@ class TestMatmul(GradientSuite, SeveralTensorsSuite):
         want_a, want_b = torch.autograd.grad(want, (a64, b64), grad.double())
         for got, expected in ((out, want), (grad_a, want_a), (grad_b, want_b)):
             assert_close(got, expected, self.tolerances, dtype=dtype)
+
+    @pytest.mark.parametrize("device", DEVICES)
+    @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float64], ids=str)
+    @pytest.mark.parametrize("layout", ["nn", "nt", "tn", "tt"])
+    def test_transposed_inputs(self, device: str, dtype: torch.dtype, layout: str) -> None:
+        self.check_layout((67, 136, 96), layout, dtype, device)
 
     @pytest.mark.parametrize("device", DEVICES)
     @pytest.mark.parametrize("dtype", FLOAT_DTYPES, ids=str)
@@ -110,31 +114,10 @@ class TestMatmul(GradientSuite, SeveralTensorsSuite):
     @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=str)
     @pytest.mark.parametrize("layout", ["nn", "nt", "tn", "tt"])
     def test_large_tiles_in_every_layout(self, device: str, dtype: torch.dtype, layout: str) -> None:
-        # Large-tile grids (the wgmma kernel on an H100/H200) with a and b read in place as
-        # .mT() views, the forward and both gradients (which read the operands transposed again);
-        # k = 200 ends in a partial slice, m and n in partial tiles, and every size is whole 16-byte
-        # chunks, so that no operand is copied.
-        m, k, n = 1496, 200, 2896
-        a = (
-            random_tensor((k, m), dtype, device, scale=1.0).mT
-            if layout[0] == "t"
-            else random_tensor((m, k), dtype, device, scale=1.0)
-        )
-        b = (
-            random_tensor((n, k), dtype, device, scale=1.0).mT
-            if layout[1] == "t"
-            else random_tensor((k, n), dtype, device, scale=1.0)
-        )
-        a.requires_grad_()
-        b.requires_grad_()
-        out = matmul(a, b)
-        grad = torch.randn_like(out)
-        grad_a, grad_b = torch.autograd.grad(out, (a, b), grad)
-        a64, b64 = a.detach().double().requires_grad_(), b.detach().double().requires_grad_()
-        want = torch.matmul(a64, b64)
-        want_a, want_b = torch.autograd.grad(want, (a64, b64), grad.double())
-        for got, expected in ((out, want), (grad_a, want_a), (grad_b, want_b)):
-            assert_close(got, expected, self.tolerances, dtype=dtype)
+        # Large-tile grids (the wgmma kernel on an H100/H200) in every layout; k = 200 ends in a
+        # partial slice, m and n in partial tiles, and every size is whole 16-byte chunks, so that
+        # no operand is copied.
+        self.check_layout((1496, 200, 2896), layout, dtype, device)
 
     @pytest.mark.parametrize("device", DEVICES)
     def test_empty_sum_is_zero(self, device: str) -> None:
