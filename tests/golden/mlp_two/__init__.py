@@ -114,10 +114,15 @@ def _module_arguments(module: torch.nn.Module) -> dict[str, Any]:
 def _setup_context(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
     y, saved = output
     ctx.mark_non_differentiable(saved)
+    # saved never has a gradient; left to materialize, autograd would fill one with zeros (rows x
+    # saved columns, the size of every kept activation) for the backward to ignore.
+    ctx.set_materialize_grads(False)
     ctx.save_for_backward(*inputs[:-1], y, saved)
 
 
-def _backward(ctx: Any, grad_y: torch.Tensor, _grad_saved: Any) -> tuple[torch.Tensor | None, ...]:
+def _backward(ctx: Any, grad_y: torch.Tensor | None, _grad_saved: None) -> tuple[torch.Tensor | None, ...]:
+    if grad_y is None:  # no gradient reached y (autograd may call so, gradcheck does): none flows back
+        return (None,) * len(ctx.needs_input_grad)
     *tensors, y, saved = ctx.saved_tensors
     grads = torch.ops.generated_ops.mlp_two_backward.default(grad_y.contiguous(), *tensors, y, saved)
     return (*(g if needed else None for g, needed in zip(grads, ctx.needs_input_grad, strict=False)), None)

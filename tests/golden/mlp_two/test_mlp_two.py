@@ -134,6 +134,19 @@ class TestMlpTwo(GradientSuite, SeveralTensorsSuite):
         with pytest.raises(ValueError, match="must be the same"):
             MlpTwo.from_sequential(torch.nn.Sequential(torch.nn.Linear(WIDTHS[0], 3)).to(device))
 
+    @on_devices
+    def test_backward_fills_no_gradient_for_what_the_forward_keeps(self, device: str) -> None:
+        # What the forward keeps for the backward has no gradient: autograd must not fill one with
+        # zeros (a pass over every kept activation) for the backward to ignore.
+        module = MlpTwo(device=device)
+        x = random_tensor((1000, WIDTHS[0]), torch.float32, device, scale=1.0).requires_grad_()
+        y, saved = torch.ops.generated_ops.mlp_two.default(x, *module.parameters(), True)
+        assert saved.numel() > 0
+        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU], record_shapes=True) as profile:
+            y.sum().backward()
+        filled = [event.input_shapes[0] for event in profile.events() if event.name in ("aten::zero_", "aten::fill_")]
+        assert list(saved.shape) not in filled, filled
+
     @on_cuda
     @on_dtypes
     def test_backward_many_rows(self, device: str, dtype: torch.dtype) -> None:
