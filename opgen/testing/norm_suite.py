@@ -323,6 +323,18 @@ class NormSuite(GradientSuite, OptionalTensorsSuite, SeveralTensorsSuite):
         (grad_x,) = torch.autograd.grad(residual_out, [x], torch.ones_like(residual_out))
         assert torch.equal(grad_x, torch.ones_like(x))
 
+    @on_devices
+    def test_backward_fills_no_gradient_for_the_statistics(self, device: str) -> None:
+        # The statistics the forward keeps (one a row) have no gradient: autograd must not fill
+        # zeros for them, a kernel launch each, on every training step.
+        arguments = self.arguments((300, 64), torch.float32, device)
+        x = arguments["x"].requires_grad_()
+        y = as_tuple(self.op(**arguments))[0]
+        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU], record_shapes=True) as profile:
+            torch.autograd.grad(y, [x], torch.ones_like(y))
+        filled = [event.input_shapes[0] for event in profile.events() if event.name in ("aten::zero_", "aten::fill_")]
+        assert [300] not in filled, filled
+
     def exercise_kernel_paths(self) -> None:
         """Every CUDA kernel path forward and backward, aligned and one element off (the sanitizer's run)."""
         for dtype in FLOAT_DTYPES:

@@ -84,6 +84,9 @@ def _setup_context(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
     x, residual, weight, bias, eps = inputs
     _, residual_out, mean, rstd = output
     ctx.mark_non_differentiable(mean, rstd)
+    # An output without a gradient comes to the backward as None, not as a tensor of zeros that
+    # autograd would fill on every step (mean and rstd always, the sum when only y is used).
+    ctx.set_materialize_grads(False)
     ctx.save_for_backward(residual_out, weight, bias, mean, rstd)
 
 

@@ -78,6 +78,9 @@ def _setup_context(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
     x, residual, weight, eps = inputs
     _, residual_out, rstd = output
     ctx.mark_non_differentiable(rstd)
+    # An output without a gradient comes to the backward as None, not as a tensor of zeros that
+    # autograd would fill on every step (rstd always, the sum when only y is used).
+    ctx.set_materialize_grads(False)
     ctx.save_for_backward(residual_out, weight, rstd)
 
 

@@ -68,6 +68,9 @@ def _setup_context(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
     x, weight, eps = inputs
     _, rstd = output
     ctx.mark_non_differentiable(rstd)
+    # An output without a gradient comes to the backward as None, not as a tensor of zeros that
+    # autograd would fill on every step (rstd always).
+    ctx.set_materialize_grads(False)
     ctx.save_for_backward(x, weight, rstd)
 
 
