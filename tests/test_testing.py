@@ -5,11 +5,12 @@ from __future__ import annotations
 import math
 import subprocess
 import sys
+from typing import Any
 
 import pytest
 import torch
 
-from opgen.testing import FLOAT_DTYPES, misaligned, non_contiguous, random_tensor
+from opgen.testing import FLOAT_DTYPES, misaligned, non_contiguous, random_tensor, shapes_filled_by
 
 
 @pytest.mark.parametrize("dtype", FLOAT_DTYPES, ids=str)
@@ -34,6 +35,25 @@ def test_non_contiguous_keeps_values() -> None:
 
 
 @pytest.mark.heavy
+def test_shapes_filled_by_sees_autograds_zero_gradients_and_nothing_else() -> None:
+    # A non-differentiable second output: autograd hands the backward zeros of its shape.
+    class TwoOutputs(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx: Any, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+            kept = torch.ones(3, 7)
+            ctx.mark_non_differentiable(kept)
+            return x * 2, kept
+
+        @staticmethod
+        def backward(ctx: Any, grad: torch.Tensor, _kept: torch.Tensor) -> torch.Tensor:
+            return grad * 2
+
+    x = torch.randn(5, requires_grad=True)
+    y, _ = TwoOutputs.apply(x)
+    assert [3, 7] in shapes_filled_by(lambda: torch.autograd.grad(y, [x], torch.ones_like(y)))
+    assert shapes_filled_by(lambda: torch.sin(torch.randn(4))) == []
+
+
 def test_what_generated_tests_import_loads_no_build_machinery() -> None:
     # A generated test imports opgen.testing (and its bench opgen.bench): neither may pull in the
     # build, rendering, the CLI or their libraries, which cost startup time in every test process.

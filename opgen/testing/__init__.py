@@ -209,3 +209,13 @@ def gradients_of(
     leaves = {k: v.detach().requires_grad_(k in names) if isinstance(v, torch.Tensor) else v for k, v in arguments.items()}
     out = fn(**leaves)
     return tuple(torch.autograd.grad(out, [leaves[n] for n in names], grad.to(out.dtype)))
+
+
+def shapes_filled_by(step: Callable[[], object]) -> list[list[int]]:
+    """The shapes of the tensors ``step`` fills with a constant (``aten::zero_``, ``aten::fill_``).
+
+    What the profiler records on the host, so it sees autograd's zero gradients on any device.
+    """
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU], record_shapes=True) as profile:
+        step()
+    return [event.input_shapes[0] for event in profile.events() if event.name in ("aten::zero_", "aten::fill_")]

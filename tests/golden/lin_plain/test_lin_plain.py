@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 import torch
 
-from opgen.testing import assert_close, assert_close_in_norm, random_tensor
+from opgen.testing import assert_close, assert_close_in_norm, gradients_of, random_tensor
 from opgen.testing.op_suite import GradientSuite, SeveralTensorsSuite, load_spec, on_cuda, on_devices, to_float64
 
 from . import LinPlain, lin_plain
@@ -99,13 +99,8 @@ class TestLinPlain(GradientSuite, SeveralTensorsSuite):
         if not wanted:
             return
         grad = torch.randn_like(out)
-        got = torch.autograd.grad(out, [arguments[name] for name in wanted], grad)
-        reference_arguments = to_float64(arguments)
-        for name in wanted:
-            reference_arguments[name].requires_grad_()
-        expected = torch.autograd.grad(
-            self.reference(**reference_arguments), [reference_arguments[name] for name in wanted], grad.double()
-        )
+        got = gradients_of(self.op, arguments, wanted, grad)
+        expected = gradients_of(self.reference, to_float64(arguments), wanted, grad)
         for name, g, e in zip(wanted, got, expected, strict=True):
             assert g.shape == arguments[name].shape, name
             assert_close(g, e, self.tolerances, dtype=torch.float32)
@@ -117,19 +112,11 @@ class TestLinPlain(GradientSuite, SeveralTensorsSuite):
         # writes itself.
         arguments = self.arguments((1000, 64), torch.float32, device)
         names = [name for name in ("x", "weight", "bias") if isinstance(arguments.get(name), torch.Tensor)]
-        for name in names:
-            arguments[name].requires_grad_()
-        out = self.op(**arguments)
-        grad = torch.randn_like(out)
-        got = torch.autograd.grad(out, [arguments[name] for name in names], grad)
-        reference_arguments = to_float64(arguments)
-        for name in names:
-            reference_arguments[name].requires_grad_()
-        expected = torch.autograd.grad(
-            self.reference(**reference_arguments), [reference_arguments[name] for name in names], grad.double()
-        )
+        grad = torch.randn_like(self.op(**arguments))
+        got = gradients_of(self.op, arguments, names, grad)
+        expected = gradients_of(self.reference, to_float64(arguments), names, grad)
         # Sums of 1000 terms: in norm, allowing twice the error of PyTorch's own float32 result.
-        as_pytorch = torch.autograd.grad(self.reference(**arguments), [arguments[name] for name in names], grad)
+        as_pytorch = gradients_of(self.reference, arguments, names, grad)
         for name, g, e, p in zip(names, got, expected, as_pytorch, strict=True):
             assert_close_in_norm(g, e, 1e-6, name=name, as_pytorch=p)
 

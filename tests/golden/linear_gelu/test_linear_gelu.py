@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 import torch
 
-from opgen.testing import assert_close, assert_close_in_norm, random_tensor
+from opgen.testing import assert_close, assert_close_in_norm, gradients_of, random_tensor
 from opgen.testing.op_suite import (
     GradientSuite,
     OptionalTensorsSuite,
@@ -113,13 +113,8 @@ class TestLinearGelu(GradientSuite, OptionalTensorsSuite, SeveralTensorsSuite):
         if not wanted:
             return
         grad = torch.randn_like(out)
-        got = torch.autograd.grad(out, [arguments[name] for name in wanted], grad)
-        reference_arguments = to_float64(arguments)
-        for name in wanted:
-            reference_arguments[name].requires_grad_()
-        expected = torch.autograd.grad(
-            self.reference(**reference_arguments), [reference_arguments[name] for name in wanted], grad.double()
-        )
+        got = gradients_of(self.op, arguments, wanted, grad)
+        expected = gradients_of(self.reference, to_float64(arguments), wanted, grad)
         for name, g, e in zip(wanted, got, expected, strict=True):
             assert g.shape == arguments[name].shape, name
             assert_close(g, e, self.tolerances, dtype=torch.float32)
@@ -131,19 +126,11 @@ class TestLinearGelu(GradientSuite, OptionalTensorsSuite, SeveralTensorsSuite):
         # writes itself.
         arguments = self.arguments((1000, 64), torch.float32, device)
         names = [name for name in ("x", "weight", "bias") if isinstance(arguments.get(name), torch.Tensor)]
-        for name in names:
-            arguments[name].requires_grad_()
-        out = self.op(**arguments)
-        grad = torch.randn_like(out)
-        got = torch.autograd.grad(out, [arguments[name] for name in names], grad)
-        reference_arguments = to_float64(arguments)
-        for name in names:
-            reference_arguments[name].requires_grad_()
-        expected = torch.autograd.grad(
-            self.reference(**reference_arguments), [reference_arguments[name] for name in names], grad.double()
-        )
+        grad = torch.randn_like(self.op(**arguments))
+        got = gradients_of(self.op, arguments, names, grad)
+        expected = gradients_of(self.reference, to_float64(arguments), names, grad)
         # Sums of 1000 terms: in norm, allowing twice the error of PyTorch's own float32 result.
-        as_pytorch = torch.autograd.grad(self.reference(**arguments), [arguments[name] for name in names], grad)
+        as_pytorch = gradients_of(self.reference, arguments, names, grad)
         for name, g, e, p in zip(names, got, expected, as_pytorch, strict=True):
             assert_close_in_norm(g, e, 1e-6, name=name, as_pytorch=p)
 
@@ -210,19 +197,11 @@ class TestLinearGelu(GradientSuite, OptionalTensorsSuite, SeveralTensorsSuite):
         # approximate="none": the biased GEMM, then exact GELU (cuBLASLt's GELU epilogue is the tanh form).
         for shape in self.shapes:
             arguments = self.arguments(shape, dtype, device) | {"approximate": "none"}
-            for name in ("x", "weight", "bias"):
-                arguments[name].requires_grad_()
             out = self.op(**arguments)
-            reference_arguments = to_float64(arguments)
-            for name in ("x", "weight", "bias"):
-                reference_arguments[name].requires_grad_()
-            expected = self.reference(**reference_arguments)
-            assert_close(out, expected, self.tolerances, dtype=dtype)
+            assert_close(out, self.reference(**to_float64(arguments)), self.tolerances, dtype=dtype)
             grad = torch.randn_like(out)
-            got = torch.autograd.grad(out, [arguments[n] for n in ("x", "weight", "bias")], grad)
-            want = torch.autograd.grad(
-                expected, [reference_arguments[n] for n in ("x", "weight", "bias")], grad.double()
-            )
+            got = gradients_of(self.op, arguments, ("x", "weight", "bias"), grad)
+            want = gradients_of(self.reference, to_float64(arguments), ("x", "weight", "bias"), grad)
             for g, w in zip(got, want, strict=True):
                 assert_close(g, w, self.tolerances, dtype=dtype)
         arguments = self.arguments(self.shapes[-1], torch.float32, device) | {"approximate": "erf"}
