@@ -176,6 +176,24 @@ class TestMlpSeed(GradientSuite, SeveralTensorsSuite):
             self.check_gradients(arguments, dtype)
 
     @on_cuda
+    @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32], ids=str)
+    def test_backward_is_deterministic(self, device: str, dtype: torch.dtype) -> None:
+        # The weight and bias gradients are sums over rows (the bias gradients' per-block partials
+        # added in a fixed order, no atomics): two runs on the same inputs give the same bits.
+        arguments = self.arguments((20000, 1), dtype, device)
+        names = ("x", *PARAMETERS)
+        grad = torch.randn(20000, WIDTHS[-1], dtype=dtype, device=device)
+        previous = torch.backends.cuda.matmul.allow_tf32
+        try:
+            torch.backends.cuda.matmul.allow_tf32 = True  # float32: the fused TF32 path
+            first = gradients_of(self.op, arguments, names, grad)
+            second = gradients_of(self.op, arguments, names, grad)
+        finally:
+            torch.backends.cuda.matmul.allow_tf32 = previous
+        for name, a, b in zip(names, first, second, strict=True):
+            assert torch.equal(a, b), f"{name}: two runs on the same inputs differ"
+
+    @on_cuda
     def test_float32_through_tf32(self, device: str) -> None:
         # allow_tf32: the fused kernel on TF32 tensor cores, forward and backward; without it the
         # exact path (ATen's float32 GEMMs). TF32 is held to the same math with every product's
