@@ -271,7 +271,7 @@ struct Params {
   // backward only
   const T* grad_out;
   T* grad_x;
-  T* grad_pre[9];  // G_l (l = 1 .. L): layer l's pre-activation gradient, (rows, widths[l])
+  T* grad_pre[9];       // G_l (l = 1 .. L): layer l's pre-activation gradient, (rows, widths[l])
   float* bias_partial;  // per block, the column sums of every G_l (BiasSums); null without bias
 };
 
@@ -541,10 +541,9 @@ template <typename T, class Net, Activation kHidden, Activation kOut, int kWarps
 struct BackwardPlan {
   using Tile = SavedTile<T, Saved<Net, kHidden, kOut>::columns()>;
   template <int kTileCount, bool kStaged>
-  using Shared =
-      Layout<T, Net, kWarps, Net::width(Net::kLayers),
-             kTileCount * Tile::kElements + (kStaged ? out_tile_elements<T, Net>() : 0),
-             BiasSums<Net>::columns()>;
+  using Shared = Layout<T, Net, kWarps, Net::width(Net::kLayers),
+                        kTileCount * Tile::kElements + (kStaged ? out_tile_elements<T, Net>() : 0),
+                        BiasSums<Net>::columns()>;
   static constexpr bool kStage =
       !std::is_same_v<T, float> && Shared<0, true>::bytes(true) <= kSharedBudget;
   static constexpr int tiles() {
@@ -845,7 +844,7 @@ __global__ void __launch_bounds__(backward_warps<T>() * 32, 1) backward_kernel(c
   const int group = lane / 4, quad = lane % 4;
   T* buffer = reinterpret_cast<T*>(shared + L::weight_bytes(kResident) + L::bias_bytes()) +
               warp * L::warp_elements();
-  T* const saved_tiles = buffer + L::buffer_elements();  // kSavedTiles of them
+  T* const saved_tiles = buffer + L::buffer_elements();              // kSavedTiles of them
   T* const out_tile = saved_tiles + kSavedTiles * Tiles::kElements;  // kStage only
   float* const all_sums = reinterpret_cast<float*>(shared + L::sums_offset(kResident));
   float* const sums = all_sums + warp * Sums::columns();
@@ -857,18 +856,16 @@ __global__ void __launch_bounds__(backward_warps<T>() * 32, 1) backward_kernel(c
   const auto rows_from = [&](int64_t row0) {
     return row0 < p.rows ? static_cast<int>(min(int64_t(kRowsPerWarp), p.rows - row0)) : 0;
   };
-  // Adds one output tile's column sums (s0, s1: this thread's two rows of columns col, col + 1)
-  // over the warp's 16 rows, in a fixed order, into the warp's sums at `column`.
+  // Adds one output tile's column sums over the warp's 16 rows, in a fixed order, into the warp's
+  // sums: s0, s1 are this thread's two rows' of columns `column`, `column` + 1. The first step
+  // splits the pair (an even group keeps column, an odd one column + 1, each sending the other),
+  // so three shuffles sum both columns over the 8 groups; groups 0 and 1 hold the totals.
   const auto add_sums = [&](int column, float s0, float s1) {
-#pragma unroll
-    for (int mask = 4; mask < 32; mask *= 2) {
-      s0 += __shfl_xor_sync(0xffffffffu, s0, mask);
-      s1 += __shfl_xor_sync(0xffffffffu, s1, mask);
-    }
-    if (group == 0) {
-      sums[column] += s0;
-      sums[column + 1] += s1;
-    }
+    const bool odd = group & 1;
+    float v = (odd ? s1 : s0) + __shfl_xor_sync(0xffffffffu, odd ? s0 : s1, 4);
+    v += __shfl_xor_sync(0xffffffffu, v, 8);
+    v += __shfl_xor_sync(0xffffffffu, v, 16);
+    if (group < 2) sums[column + group] += v;
   };
 
   const int64_t first_row0 = int64_t(blockIdx.x) * kBlockRows + int64_t(warp) * kRowsPerWarp;
@@ -1258,14 +1255,15 @@ void backward(const Network& net, Params<T> p, const at::Tensor& x2, const at::T
       targets.layers = kLayers;
       targets.columns = Sums::columns();
       bias_gradient_kernel<T><<<1, 128, 0, stream>>>(partial.const_data_ptr<float>(),
-                                                      static_cast<int>(blocks), targets);
+                                                     static_cast<int>(blocks), targets);
       C10_CUDA_KERNEL_LAUNCH_CHECK();
     }
   } else if (net.bias) {
     for (int l = 0; l < kLayers; ++l) grads[2 + per_layer * l].zero_();
   }
   for (int l = 1; l <= kLayers; ++l) {
-    const at::Tensor g = grad_pre.narrow(0, offset[l], rows * net.widths[l]).view({rows, net.widths[l]});
+    const at::Tensor g =
+        grad_pre.narrow(0, offset[l], rows * net.widths[l]).view({rows, net.widths[l]});
     const at::Tensor input =
         l > 1 ? kept.narrow(1, net.output_column(l - 1), net.widths[l - 1]) : x2;
     at::mm_out(grads[1 + per_layer * (l - 1)], g.t(), input);
