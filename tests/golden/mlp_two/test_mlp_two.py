@@ -152,6 +152,28 @@ class TestMlpTwo(GradientSuite, SeveralTensorsSuite):
         filled = shapes_filled_by(lambda: y.sum().backward())
         assert list(saved.shape) not in filled, filled
 
+    @on_devices
+    def test_compiled_autograd_traces_the_backward(self, device: str) -> None:
+        # torch._dynamo.compiled_autograd traces the whole backward graph, the op's C++ autograd
+        # node included (its compiled_args and apply_with_saved): every gradient as without it.
+        # Two steps on different inputs through the one compiled graph: a node whose saved tensors
+        # were not swapped for the trace's would give the second step the first one's gradients.
+        from torch._dynamo import compiled_autograd
+
+        names = ("x", *PARAMETERS)
+        torch._dynamo.reset()
+        backend = "inductor" if torch.device(device).type == "cuda" else "aot_eager"
+        for _ in range(2):
+            arguments = self.arguments((40, 1), torch.float32, device)
+            for name in names:
+                arguments[name].requires_grad_()
+            grad = torch.randn_like(self.op(**arguments))
+            expected = torch.autograd.grad(self.op(**arguments), [arguments[name] for name in names], grad)
+            with compiled_autograd._enable(torch.compile(backend=backend, fullgraph=True)):
+                self.op(**arguments).backward(grad)
+            for name, e in zip(names, expected, strict=True):
+                assert_close(arguments[name].grad, e.double(), self.tolerances, dtype=torch.float32)
+
     @on_cuda
     @on_dtypes
     def test_backward_many_rows(self, device: str, dtype: torch.dtype) -> None:
