@@ -156,6 +156,28 @@ class TestMlpSeed(GradientSuite, SeveralTensorsSuite):
         filled = shapes_filled_by(lambda: y.sum().backward())
         assert list(saved.shape) not in filled, filled
 
+    @on_devices
+    def test_compiled_autograd_traces_the_backward(self, device: str) -> None:
+        # torch._dynamo.compiled_autograd traces the whole backward graph, the op's C++ autograd
+        # node included (its compiled_args and apply_with_saved): every gradient as without it.
+        # Two steps on different inputs through the one compiled graph: a node whose saved tensors
+        # were not swapped for the trace's would give the second step the first one's gradients.
+        from torch._dynamo import compiled_autograd
+
+        names = ("x", *PARAMETERS)
+        torch._dynamo.reset()
+        backend = "inductor" if torch.device(device).type == "cuda" else "aot_eager"
+        for _ in range(2):
+            arguments = self.arguments((40, 1), torch.float32, device)
+            for name in names:
+                arguments[name].requires_grad_()
+            grad = torch.randn_like(self.op(**arguments))
+            expected = torch.autograd.grad(self.op(**arguments), [arguments[name] for name in names], grad)
+            with compiled_autograd._enable(torch.compile(backend=backend, fullgraph=True)):
+                self.op(**arguments).backward(grad)
+            for name, e in zip(names, expected, strict=True):
+                assert_close(arguments[name].grad, e.double(), self.tolerances, dtype=torch.float32)
+
     @on_cuda
     @on_dtypes
     def test_backward_many_rows(self, device: str, dtype: torch.dtype) -> None:
@@ -174,6 +196,24 @@ class TestMlpSeed(GradientSuite, SeveralTensorsSuite):
                 assert_close(g, w, self.tolerances, dtype=dtype)
         else:
             self.check_gradients(arguments, dtype)
+
+    @on_cuda
+    @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32], ids=str)
+    def test_backward_is_deterministic(self, device: str, dtype: torch.dtype) -> None:
+        # The weight and bias gradients are sums over rows (the bias gradients' per-block partials
+        # added in a fixed order, no atomics): two runs on the same inputs give the same bits.
+        arguments = self.arguments((20000, 1), dtype, device)
+        names = ("x", *PARAMETERS)
+        grad = torch.randn(20000, WIDTHS[-1], dtype=dtype, device=device)
+        previous = torch.backends.cuda.matmul.allow_tf32
+        try:
+            torch.backends.cuda.matmul.allow_tf32 = True  # float32: the fused TF32 path
+            first = gradients_of(self.op, arguments, names, grad)
+            second = gradients_of(self.op, arguments, names, grad)
+        finally:
+            torch.backends.cuda.matmul.allow_tf32 = previous
+        for name, a, b in zip(names, first, second, strict=True):
+            assert torch.equal(a, b), f"{name}: two runs on the same inputs differ"
 
     @on_cuda
     def test_float32_through_tf32(self, device: str) -> None:

@@ -35,7 +35,7 @@ def mlp_two(x: torch.Tensor, w1: torch.Tensor, w2: torch.Tensor) -> torch.Tensor
         keep = torch.is_grad_enabled() and any(t.requires_grad for t in tensors)
         return _op(*tensors, keep)[0]
     if torch.is_grad_enabled() and torch._C._any_requires_grad(*tensors):
-        # A gradient will be needed: through the autograd registration below, keeping what the backward reads.
+        # A gradient will be needed: through the autograd kernel (C++), keeping what the backward reads.
         return _op(*tensors, True)[0]
     # No gradient: straight to the kernel, past the autograd registration's Python.
     with torch._C._AutoDispatchBelowAutograd():
@@ -109,26 +109,8 @@ def _module_arguments(module: torch.nn.Module) -> dict[str, Any]:
     return {}
 
 
-# Autograd: the forward keeps x, the weights, y and what the backward reads
-# (each hidden output, and pre-activations where the activation's derivative reads them).
-def _setup_context(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
-    y, saved = output
-    ctx.mark_non_differentiable(saved)
-    # saved never has a gradient; left to materialize, autograd would fill one with zeros (rows x
-    # saved columns, the size of every kept activation) for the backward to ignore.
-    ctx.set_materialize_grads(False)
-    ctx.save_for_backward(*inputs[:-1], y, saved)
-
-
-def _backward(ctx: Any, grad_y: torch.Tensor | None, _grad_saved: None) -> tuple[torch.Tensor | None, ...]:
-    if grad_y is None:  # no gradient reached y (autograd may call so, gradcheck does): none flows back
-        return (None,) * len(ctx.needs_input_grad)
-    *tensors, y, saved = ctx.saved_tensors
-    grads = torch.ops.generated_ops.mlp_two_backward.default(grad_y.contiguous(), *tensors, y, saved)
-    return (*(g if needed else None for g, needed in zip(grads, ctx.needs_input_grad, strict=False)), None)
-
-
-torch.library.register_autograd("generated_ops::mlp_two", _backward, setup_context=_setup_context)
+# Autograd is the op's C++ Autograd kernel (csrc/mlp_two.cpp): a training step runs no Python
+# of ours past the call above.
 # mlp_two_backward has no derivative of its own: differentiating it (a gradient of a gradient)
 # raises one clear error.
 refuse_double_backward("mlp_two")

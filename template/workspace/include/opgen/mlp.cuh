@@ -271,9 +271,8 @@ struct Params {
   // backward only
   const T* grad_out;
   T* grad_x;
-  T* grad_pre;  // (rows, widths[1] + ... + widths[L]): each layer's pre-activation gradient
-  int64_t grad_pre_column[9];
-  int64_t grad_pre_stride;
+  T* grad_pre[9];       // G_l (l = 1 .. L): layer l's pre-activation gradient, (rows, widths[l])
+  float* bias_partial;  // per block, the column sums of every G_l (BiasSums); null without bias
 };
 
 constexpr int kRowsPerWarp = 16;  // one m16 tile: each warp carries 16 rows through the network
@@ -296,7 +295,8 @@ __host__ __device__ constexpr int backward_warps() {
 // (float, padded), and each warp's row buffer (16 rows of kBufferCols: x in the forward, the
 // output gradient in the backward), which the next tile's rows fill while the warp computes,
 // followed by kSavedElements more a warp (tiles of what the forward keeps: SavedTile).
-template <typename T, class Net, int kWarps, int kBufferCols, int kSavedElements = 0>
+template <typename T, class Net, int kWarps, int kBufferCols, int kSavedElements = 0,
+          int kSumColumns = 0>
 struct Layout {
   __host__ __device__ static constexpr int tile_elements(int l) {
     return padded(Net::width(l + 1)) * padded(Net::width(l));
@@ -326,8 +326,12 @@ struct Layout {
   __host__ __device__ static constexpr int64_t warp_elements() {
     return buffer_elements() + kSavedElements;
   }
-  __host__ __device__ static constexpr int64_t bytes(bool resident) {
+  // After the warps' rows: kSumColumns floats a warp (the backward's column sums, BiasSums).
+  __host__ __device__ static constexpr int64_t sums_offset(bool resident) {  // bytes
     return weight_bytes(resident) + bias_bytes() + kWarps * warp_elements() * int64_t(sizeof(T));
+  }
+  __host__ __device__ static constexpr int64_t bytes(bool resident) {
+    return sums_offset(resident) + int64_t(kWarps) * kSumColumns * 4;
   }
 };
 
@@ -450,25 +454,105 @@ struct SavedTile {
   }
 };
 
-// How many saved tiles a warp of the backward prefetches (2: the next tile's while this one's
-// are read; 1: the next tile's once this one's are read; 0: read from global memory directly),
-// the most that fit.
-template <typename T, class Net, Activation kHidden, Activation kOut, int kWarps>
-__host__ __device__ constexpr int saved_tiles() {
-  using Tile = SavedTile<T, Saved<Net, kHidden, kOut>::columns()>;
-  if constexpr (!Tile::kUsable || kHidden == Activation::kNone) {  // none: nothing to read
-    return 0;
-  } else {
-    for (int n = 2; n >= 1; --n) {
-      using L = Layout<T, Net, kWarps, Net::width(Net::kLayers)>;
-      if (L::bytes(true) + int64_t(kWarps) * n * Tile::kElements * int64_t(sizeof(T)) <=
-          kSharedBudget) {
-        return n;
-      }
+// A warp's 16 rows of one output of the backward (a layer's pre-activation gradient G_l, or x's
+// gradient), (rows, kCols) in global memory, where a tile of 16 rows is one contiguous block: the
+// MMA epilogue writes its pairs here, and the tile leaves in 16-byte chunks (a pair written
+// straight from the accumulators is half a 32-byte sector in 16-bit). Rows of whole chunks are
+// kCols + 8 elements apart (the pairs of one accumulator row group fall in different banks);
+// other widths are dense (pitch kCols), their chunks straddling rows.
+template <typename T, int kCols>
+struct OutTile {
+  static constexpr int kVec = 16 / static_cast<int>(sizeof(T));
+  static constexpr bool kPadded = kCols % kVec == 0;
+  static constexpr int kPitch = kPadded ? kCols + 8 : kCols;
+
+  // Columns col, col + 1 (col even) of row `row`, where they lie within kCols.
+  __device__ __forceinline__ static void write(T* tile, int row, int col, float lo, float hi) {
+    if (col >= kCols) return;
+    T* at = tile + row * kPitch + col;
+    if constexpr (kCols % 2 == 0 && std::is_same_v<T, float>) {
+      *reinterpret_cast<float2*>(at) = make_float2(lo, hi);
+    } else if constexpr (kCols % 2 == 0) {
+      *reinterpret_cast<uint32_t*>(at) = pack2<T>(lo, hi);
+    } else {
+      at[0] = static_cast<T>(lo);
+      if (col + 1 < kCols) at[1] = static_cast<T>(hi);
     }
-    return 0;
   }
+
+  // The tile's first `valid` rows out to rows row0.. of `dst` (after a __syncwarp): 16-byte
+  // chunks where dst is 16-byte aligned (row0 is a multiple of 16, so the block is too).
+  __device__ __forceinline__ static void flush(const T* tile, T* dst, int64_t row0, int valid,
+                                               bool aligned, int lane) {
+    T* first = dst + row0 * kCols;
+    const int count = valid * kCols;
+    int done = 0;
+    if (aligned) {
+      const int chunks = count / kVec;
+      for (int i = lane; i < chunks; i += 32) {
+        int from = i * kVec;
+        if constexpr (kPadded) {
+          const int r = i / (kCols / kVec);
+          from = r * kPitch + (i - r * (kCols / kVec)) * kVec;
+        }
+        *reinterpret_cast<int4*>(first + i * kVec) = *reinterpret_cast<const int4*>(tile + from);
+      }
+      done = chunks * kVec;
+    }
+    for (int i = done + lane; i < count; i += 32) {
+      const int r = i / kCols;
+      first[i] = tile[r * kPitch + (i - r * kCols)];
+    }
+  }
+};
+
+// The largest OutTile of a network's backward (x's gradient and every G_l), in elements.
+template <typename T, class Net>
+__host__ __device__ constexpr int out_tile_elements() {
+  int most = 0;
+  for (int l = 0; l <= Net::kLayers; ++l) {
+    const int w = Net::width(l), vec = 16 / static_cast<int>(sizeof(T));
+    const int elements = kRowsPerWarp * (w % vec == 0 ? w + 8 : w);
+    most = elements > most ? elements : most;
+  }
+  return most;
 }
+
+// The bias gradients' column sums: each warp of the backward adds its rows' sums of every G_l
+// into its own floats in shared memory, layer l (1-based) at offset(l), padded(widths[l]) wide;
+// at the end the block adds its warps' in warp order into one partial per block, and
+// bias_gradient_kernel adds the blocks' in block order. A fixed order throughout, no atomics:
+// the same inputs on the same device give the same bits.
+template <class Net>
+struct BiasSums {
+  __host__ __device__ static constexpr int offset(int layer) {
+    int column = 0;
+    for (int l = 1; l < layer; ++l) column += padded(Net::width(l));
+    return column;
+  }
+  __host__ __device__ static constexpr int columns() { return offset(Net::kLayers + 1); }
+};
+
+// What the backward kernel keeps in shared memory, the most that fits: with every weight
+// resident, for 16-bit types an OutTile a warp (kStage), then as many saved tiles (kTiles: 2, the
+// next tile's rows of what the forward kept arrive while this one's are read; 1, once this one's
+// are read; 0, read from global memory directly) as fit.
+template <typename T, class Net, Activation kHidden, Activation kOut, int kWarps>
+struct BackwardPlan {
+  using Tile = SavedTile<T, Saved<Net, kHidden, kOut>::columns()>;
+  template <int kTileCount, bool kStaged>
+  using Shared = Layout<T, Net, kWarps, Net::width(Net::kLayers),
+                        kTileCount * Tile::kElements + (kStaged ? out_tile_elements<T, Net>() : 0),
+                        BiasSums<Net>::columns()>;
+  static constexpr bool kStage =
+      !std::is_same_v<T, float> && Shared<0, true>::bytes(true) <= kSharedBudget;
+  static constexpr int tiles() {
+    if (!Tile::kUsable || kHidden == Activation::kNone) return 0;  // none: nothing to read
+    if (Shared<2, kStage>::bytes(true) <= kSharedBudget) return 2;
+    return Shared<1, kStage>::bytes(true) <= kSharedBudget ? 1 : 0;
+  }
+  static constexpr int kTiles = tiles();
+};
 
 // Whether the forward stages what it keeps in a shared tile (16-bit types: their pairs are half a
 // 32-byte sector, which written straight from the accumulators costs twice the write traffic).
@@ -734,11 +818,14 @@ __global__ void __launch_bounds__(forward_warps<T, Net>() * 32, 1)
   }
 }
 
-// The input gradient, and each layer's pre-activation gradient (for the weight and bias GEMMs).
-// With kSavedTiles (saved_tiles), each warp's rows of what the forward kept arrive in shared
-// tiles, copied ahead with cp.async; without, the derivatives read them from global memory.
+// The input gradient, each layer's pre-activation gradient G_l (for the weight GEMMs) and, where
+// p.bias_partial is set, the block's column sums of every G_l (the bias gradients: BiasSums).
+// With kSavedTiles, each warp's rows of what the forward kept arrive in shared tiles, copied
+// ahead with cp.async; without, the derivatives read them from global memory. With kStage (16-bit
+// types), G_l and x's gradient leave through an OutTile a warp in 16-byte chunks; without, as
+// pairs straight from the accumulators (float: 8-byte pairs, whole sectors a row group).
 template <typename T, class Net, Activation kHidden, Activation kOut, bool kResident,
-          int kSavedTiles>
+          int kSavedTiles, bool kStage>
 __global__ void __launch_bounds__(backward_warps<T>() * 32, 1) backward_kernel(const Params<T> p) {
   constexpr int kWarps = backward_warps<T>();
   constexpr int kLayers = Net::kLayers;
@@ -747,20 +834,38 @@ __global__ void __launch_bounds__(backward_warps<T>() * 32, 1) backward_kernel(c
   constexpr bool k16 = !std::is_same_v<T, float>;
   using Kept = Saved<Net, kHidden, kOut>;
   using Tiles = SavedTile<T, Kept::columns()>;
-  using L = Layout<T, Net, kWarps, kOutWidth, kSavedTiles * Tiles::kElements>;
+  using Sums = BiasSums<Net>;
+  using L = Layout<T, Net, kWarps, kOutWidth,
+                   kSavedTiles * Tiles::kElements + (kStage ? out_tile_elements<T, Net>() : 0),
+                   Sums::columns()>;
   extern __shared__ __align__(16) unsigned char shared[];
   T* weights = reinterpret_cast<T*>(shared);
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int group = lane / 4, quad = lane % 4;
   T* buffer = reinterpret_cast<T*>(shared + L::weight_bytes(kResident) + L::bias_bytes()) +
               warp * L::warp_elements();
-  T* const saved_tiles = buffer + L::buffer_elements();  // kSavedTiles of them
+  T* const saved_tiles = buffer + L::buffer_elements();              // kSavedTiles of them
+  T* const out_tile = saved_tiles + kSavedTiles * Tiles::kElements;  // kStage only
+  float* const all_sums = reinterpret_cast<float*>(shared + L::sums_offset(kResident));
+  float* const sums = all_sums + warp * Sums::columns();
+  const bool bias_sums = p.bias_partial != nullptr;
   const bool g_aligned = reinterpret_cast<uintptr_t>(p.grad_out) % 16 == 0;
   const bool saved_aligned = reinterpret_cast<uintptr_t>(p.saved) % 16 == 0;
   constexpr int64_t kBlockRows = int64_t(kWarps) * kRowsPerWarp;
   const int64_t stride = int64_t(gridDim.x) * kBlockRows;
   const auto rows_from = [&](int64_t row0) {
     return row0 < p.rows ? static_cast<int>(min(int64_t(kRowsPerWarp), p.rows - row0)) : 0;
+  };
+  // Adds one output tile's column sums over the warp's 16 rows, in a fixed order, into the warp's
+  // sums: s0, s1 are this thread's two rows' of columns `column`, `column` + 1. The first step
+  // splits the pair (an even group keeps column, an odd one column + 1, each sending the other),
+  // so three shuffles sum both columns over the 8 groups; groups 0 and 1 hold the totals.
+  const auto add_sums = [&](int column, float s0, float s1) {
+    const bool odd = group & 1;
+    float v = (odd ? s1 : s0) + __shfl_xor_sync(0xffffffffu, odd ? s0 : s1, 4);
+    v += __shfl_xor_sync(0xffffffffu, v, 8);
+    v += __shfl_xor_sync(0xffffffffu, v, 16);
+    if (group < 2) sums[column + group] += v;
   };
 
   const int64_t first_row0 = int64_t(blockIdx.x) * kBlockRows + int64_t(warp) * kRowsPerWarp;
@@ -771,6 +876,7 @@ __global__ void __launch_bounds__(backward_warps<T>() * 32, 1) backward_kernel(c
       Tiles::fetch(saved_tiles, p.saved, first_row0, rows_from(first_row0), saved_aligned, lane);
     }
   }
+  for (int i = lane; i < Sums::columns(); i += 32) sums[i] = 0.f;
   if constexpr (kResident) {
     static_for<0, kLayers>([&](auto layer) {
       constexpr int l = decltype(layer)::value;
@@ -784,8 +890,6 @@ __global__ void __launch_bounds__(backward_warps<T>() * 32, 1) backward_kernel(c
       reads_preactivation(kOut) ? p.saved + p.preactivation_column[kLayers] : p.y;
   const int64_t out_stride = reads_preactivation(kOut) ? p.saved_stride : int64_t(kOutWidth);
   const bool out_paired = kOut != Activation::kNone && pairs_aligned(out_first, out_stride);
-  T* const last_pre = p.grad_pre + p.grad_pre_column[kLayers];
-  const bool pre_paired = pairs_aligned(p.grad_pre, p.grad_pre_stride);  // columns checked below
 
   int parity = 0;  // with two saved tiles: the one holding this tile's rows
   for (int64_t block_row0 = int64_t(blockIdx.x) * kBlockRows; block_row0 < p.rows;
@@ -797,12 +901,15 @@ __global__ void __launch_bounds__(backward_warps<T>() * 32, 1) backward_kernel(c
     if (valid > 0) {
       tc::cp_async_wait<0>();
       __syncwarp();
-      const bool paired = pre_paired && p.grad_pre_column[kLayers] % 2 == 0;
+      T* const last_pre = p.grad_pre[kLayers];
+      const bool paired = pairs_aligned(last_pre, int64_t(kOutWidth));
 #pragma unroll
       for (int t = 0; t < padded(kOutWidth) / 8; ++t) {
+        const int col = 8 * t + 2 * quad;
+        float s0 = 0.f, s1 = 0.f;
 #pragma unroll
         for (int half = 0; half < 2; ++half) {
-          const int row = group + 8 * half, col = 8 * t + 2 * quad;
+          const int row = group + 8 * half;
           float2 v = row < valid ? shared_pair<T, kOutWidth>(buffer, row, col) : float2{0.f, 0.f};
           if constexpr (kOut != Activation::kNone) {
             const float2 s = row < valid ? load_pair(out_first + (row0 + row) * out_stride, col,
@@ -813,13 +920,21 @@ __global__ void __launch_bounds__(backward_warps<T>() * 32, 1) backward_kernel(c
             if constexpr (k16) v = {round_to<T>(v.x), round_to<T>(v.y)};
           }
           put(g, t, half, v.x, v.y);
-          if (row < valid) {
-            store_pair(last_pre + (row0 + row) * p.grad_pre_stride, col, kOutWidth, paired, v.x,
-                       v.y);
+          s0 += v.x;
+          s1 += v.y;
+          if constexpr (kStage) {
+            OutTile<T, kOutWidth>::write(out_tile, row, col, v.x, v.y);
+          } else if (row < valid) {
+            store_pair(last_pre + (row0 + row) * kOutWidth, col, kOutWidth, paired, v.x, v.y);
           }
         }
+        if (bias_sums) add_sums(Sums::offset(kLayers) + col, s0, s1);
       }
       __syncwarp();
+      if constexpr (kStage) {
+        OutTile<T, kOutWidth>::flush(out_tile, last_pre, row0, valid,
+                                     reinterpret_cast<uintptr_t>(last_pre) % 16 == 0, lane);
+      }
       if (row0 + stride < p.rows) {
         fetch_rows<T, kOutWidth>(buffer, p.grad_out, row0 + stride, rows_from(row0 + stride),
                                  g_aligned, lane);
@@ -828,11 +943,13 @@ __global__ void __launch_bounds__(backward_warps<T>() * 32, 1) backward_kernel(c
                        rows_from(row0 + stride), saved_aligned, lane);
         }
       }
+      if constexpr (kStage) __syncwarp();  // the tile is read: the next layer may write it
     }
     static_for<0, kLayers>([&](auto step) {
       constexpr int l = kLayers - 1 - decltype(step)::value;  // from the last layer to the first
       constexpr int kIn = padded(Net::width(l)), kOutN = padded(Net::width(l + 1));
       constexpr int kInWidth = Net::width(l);
+      using Out = OutTile<T, kInWidth>;
       if constexpr (!kResident) {
         __syncthreads();
         stage_weights<T, Net, l, true>(weights, p.weight[l]);
@@ -862,11 +979,12 @@ __global__ void __launch_bounds__(backward_warps<T>() * 32, 1) backward_kernel(c
             }
           }
         }
-        T* const pre_first = p.grad_pre + p.grad_pre_column[l];
-        const bool paired = pre_paired && p.grad_pre_column[l] % 2 == 0;
+        T* const pre_first = p.grad_pre[l];
+        const bool paired = pairs_aligned(pre_first, int64_t(kInWidth));
         Operand<T, kMaxPadded> next;
         warp_layer<T, kOutN, kIn>(g, tile, lane, [&](int t, const tc::Accumulator& acc) {
           const int col = 8 * t + 2 * quad;
+          float s0 = 0.f, s1 = 0.f;
 #pragma unroll
           for (int half = 0; half < 2; ++half) {
             const int row = group + 8 * half;
@@ -885,12 +1003,21 @@ __global__ void __launch_bounds__(backward_warps<T>() * 32, 1) backward_kernel(c
             }
             if constexpr (k16) v0 = round_to<T>(v0), v1 = round_to<T>(v1);
             put(next, t, half, v0, v1);
-            if (row < valid) {
-              store_pair(pre_first + (row0 + row) * p.grad_pre_stride, col, kInWidth, paired, v0,
-                         v1);
+            if (row < valid) s0 += v0, s1 += v1;
+            if constexpr (kStage) {
+              Out::write(out_tile, row, col, v0, v1);
+            } else if (row < valid) {
+              store_pair(pre_first + (row0 + row) * kInWidth, col, kInWidth, paired, v0, v1);
             }
           }
+          if (bias_sums) add_sums(Sums::offset(l) + col, s0, s1);
         });
+        if constexpr (kStage) {
+          __syncwarp();
+          Out::flush(out_tile, pre_first, row0, valid,
+                     reinterpret_cast<uintptr_t>(pre_first) % 16 == 0, lane);
+          __syncwarp();
+        }
         g = next;
       } else {
         if constexpr (kSavedTiles == 1) {  // this tile's saved rows are read: the next tile's
@@ -906,14 +1033,55 @@ __global__ void __launch_bounds__(backward_warps<T>() * 32, 1) backward_kernel(c
 #pragma unroll
           for (int half = 0; half < 2; ++half) {
             const int row = group + 8 * half;
-            if (row < valid) {
+            if constexpr (kStage) {
+              Out::write(out_tile, row, col, acc.value[2 * half], acc.value[2 * half + 1]);
+            } else if (row < valid) {
               store_pair(p.grad_x + (row0 + row) * kInWidth, col, kInWidth, paired,
                          acc.value[2 * half], acc.value[2 * half + 1]);
             }
           }
         });
+        if constexpr (kStage) {
+          __syncwarp();
+          Out::flush(out_tile, p.grad_x, row0, valid,
+                     reinterpret_cast<uintptr_t>(p.grad_x) % 16 == 0, lane);
+          __syncwarp();
+        }
       }
     });
+  }
+
+  // The block's partial column sums: its warps' added in warp order.
+  if (bias_sums) {
+    __syncthreads();
+    for (int i = threadIdx.x; i < Sums::columns(); i += blockDim.x) {
+      float total = 0.f;
+      for (int w = 0; w < kWarps; ++w) total += all_sums[w * Sums::columns() + i];
+      p.bias_partial[int64_t(blockIdx.x) * Sums::columns() + i] = total;
+    }
+  }
+}
+
+// Where bias_gradient_kernel writes: layer l's (0-based) bias gradient, widths[l + 1] wide, from
+// the partials' columns at offset[l].
+template <typename T>
+struct BiasTargets {
+  T* grad[8];
+  int width[8];
+  int offset[8];
+  int layers;
+  int columns;  // a partial's
+};
+
+// Every bias gradient from the backward blocks' partial column sums, added in block order.
+template <typename T>
+__global__ void bias_gradient_kernel(const float* partial, int blocks, const BiasTargets<T> t) {
+  for (int l = 0; l < t.layers; ++l) {
+    for (int n = threadIdx.x; n < t.width[l]; n += blockDim.x) {
+      float total = 0.f;
+      for (int b = 0; b < blocks; ++b) total += partial[int64_t(b) * t.columns + t.offset[l] + n];
+      t.grad[l][n] = static_cast<T>(total);
+    }
   }
 }
 
@@ -949,15 +1117,22 @@ inline KernelFacts kernel_facts(Kernel kernel, int threads, int64_t shared_bytes
   return facts;
 }
 
-// Launches `kernel` (kWarps warps a block) over a persistent grid: as many blocks as fit on the
-// device at once (each stages the weights once), and no more than there are rows for.
-template <int kWarps, typename T, typename Kernel>
-inline void launch(Kernel kernel, const Params<T>& p, int64_t shared_bytes, cudaStream_t stream) {
-  if (p.rows == 0) return;
+// The persistent grid of `kernel` (kWarps warps a block) over `rows`: as many blocks as fit on
+// the device at once (each stages the weights once), and no more than there are rows for.
+template <int kWarps, typename Kernel>
+inline int64_t grid_blocks(Kernel kernel, int64_t rows, int64_t shared_bytes) {
   const KernelFacts facts = kernel_facts(kernel, kWarps * 32, shared_bytes);
-  const int64_t wanted = (p.rows + kWarps * kRowsPerWarp - 1) / (kWarps * kRowsPerWarp);
-  const int64_t blocks =
-      std::min<int64_t>(wanted, int64_t(facts.sms) * std::max(facts.blocks_per_sm, 1));
+  const int64_t wanted = (rows + kWarps * kRowsPerWarp - 1) / (kWarps * kRowsPerWarp);
+  return std::min<int64_t>(wanted, int64_t(facts.sms) * std::max(facts.blocks_per_sm, 1));
+}
+
+// Launches `kernel` over `blocks` blocks of kWarps warps (grid_blocks), or over its persistent
+// grid when `blocks` is 0.
+template <int kWarps, typename T, typename Kernel>
+inline void launch(Kernel kernel, const Params<T>& p, int64_t shared_bytes, cudaStream_t stream,
+                   int64_t blocks = 0) {
+  if (p.rows == 0) return;
+  if (blocks == 0) blocks = grid_blocks<kWarps>(kernel, p.rows, shared_bytes);
   kernel<<<static_cast<unsigned>(blocks), kWarps * 32, static_cast<size_t>(shared_bytes), stream>>>(
       p);
   C10_CUDA_KERNEL_LAUNCH_CHECK();
@@ -1024,21 +1199,74 @@ void forward(const Params<T>& p, cudaStream_t stream) {
   }
 }
 
+// Every gradient of the fused types into `grads` (empty_gradients: x's, then each layer's weight
+// and bias): the backward kernel writes x's gradient and each G_l (per layer, contiguous, on 16
+// bytes) and, with a bias, the blocks' column sums, which bias_gradient_kernel adds up; the weight
+// gradients dW_l = G_l^T a_{l-1} are then one cuBLAS GEMM a layer. `p` is make_params' with
+// grad_out and grad_x set; x2 is x as (rows, widths[0]), `kept` what the forward kept.
 template <typename T, class Net, Activation kHidden, Activation kOut>
-void backward(const Params<T>& p, cudaStream_t stream) {
+void backward(const Network& net, Params<T> p, const at::Tensor& x2, const at::Tensor& kept,
+              std::vector<at::Tensor>& grads, cudaStream_t stream) {
   constexpr int kWarps = backward_warps<T>();
-  constexpr int kTiles = saved_tiles<T, Net, kHidden, kOut, kWarps>();
-  using Tiled = Layout<T, Net, kWarps, Net::width(Net::kLayers),
-                       kTiles * SavedTile<T, Saved<Net, kHidden, kOut>::columns()>::kElements>;
-  using L = Layout<T, Net, kWarps, Net::width(Net::kLayers)>;
-  const int64_t limit = shared_limit();
-  if (kTiles > 0 && Tiled::bytes(true) <= limit) {
-    launch<kWarps>(backward_kernel<T, Net, kHidden, kOut, true, kTiles>, p, Tiled::bytes(true),
-                   stream);
-  } else if (L::bytes(true) <= limit) {
-    launch<kWarps>(backward_kernel<T, Net, kHidden, kOut, true, 0>, p, L::bytes(true), stream);
-  } else {
-    launch<kWarps>(backward_kernel<T, Net, kHidden, kOut, false, 0>, p, L::bytes(false), stream);
+  constexpr int kLayers = Net::kLayers;
+  using Plan = BackwardPlan<T, Net, kHidden, kOut, kWarps>;
+  using Sums = BiasSums<Net>;
+  const int64_t rows = p.rows;
+  constexpr int64_t kVec = 16 / sizeof(T);
+  int64_t offset[kLayers + 1] = {};
+  int64_t total = 0;
+  for (int l = 1; l <= kLayers; ++l) {
+    offset[l] = total;
+    total += (rows * net.widths[l] + kVec - 1) / kVec * kVec;
+  }
+  const at::Tensor grad_pre = at::empty({total}, x2.options());
+  for (int l = 1; l <= kLayers; ++l) p.grad_pre[l] = grad_pre.mutable_data_ptr<T>() + offset[l];
+  const int per_layer = net.bias ? 2 : 1;
+
+  if (rows > 0) {
+    // The most that fits in this device's shared memory: the plan, every weight resident with
+    // nothing staged, or one layer's weights at a time.
+    const int64_t limit = shared_limit();
+    using Planned = typename Plan::template Shared<Plan::kTiles, Plan::kStage>;
+    using Resident = typename Plan::template Shared<0, false>;
+    auto kernel = backward_kernel<T, Net, kHidden, kOut, false, 0, false>;
+    int64_t bytes = Resident::bytes(false);
+    if ((Plan::kTiles > 0 || Plan::kStage) && Planned::bytes(true) <= limit) {
+      kernel = backward_kernel<T, Net, kHidden, kOut, true, Plan::kTiles, Plan::kStage>;
+      bytes = Planned::bytes(true);
+    } else if (Resident::bytes(true) <= limit) {
+      kernel = backward_kernel<T, Net, kHidden, kOut, true, 0, false>;
+      bytes = Resident::bytes(true);
+    }
+    const int64_t blocks = grid_blocks<kWarps>(kernel, rows, bytes);
+    at::Tensor partial;
+    if (net.bias) {
+      partial = at::empty({blocks * Sums::columns()}, x2.options().dtype(at::kFloat));
+      p.bias_partial = partial.mutable_data_ptr<float>();
+    }
+    launch<kWarps>(kernel, p, bytes, stream, blocks);
+    if (net.bias) {
+      BiasTargets<T> targets{};
+      for (int l = 0; l < kLayers; ++l) {
+        targets.grad[l] = grads[2 + per_layer * l].mutable_data_ptr<T>();
+        targets.width[l] = static_cast<int>(net.widths[l + 1]);
+        targets.offset[l] = Sums::offset(l + 1);
+      }
+      targets.layers = kLayers;
+      targets.columns = Sums::columns();
+      bias_gradient_kernel<T><<<1, 128, 0, stream>>>(partial.const_data_ptr<float>(),
+                                                     static_cast<int>(blocks), targets);
+      C10_CUDA_KERNEL_LAUNCH_CHECK();
+    }
+  } else if (net.bias) {
+    for (int l = 0; l < kLayers; ++l) grads[2 + per_layer * l].zero_();
+  }
+  for (int l = 1; l <= kLayers; ++l) {
+    const at::Tensor g =
+        grad_pre.narrow(0, offset[l], rows * net.widths[l]).view({rows, net.widths[l]});
+    const at::Tensor input =
+        l > 1 ? kept.narrow(1, net.output_column(l - 1), net.widths[l - 1]) : x2;
+    at::mm_out(grads[1 + per_layer * (l - 1)], g.t(), input);
   }
 }
 

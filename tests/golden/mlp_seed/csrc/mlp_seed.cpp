@@ -3,10 +3,22 @@
 // defines its schemas in the shared generated_ops namespace, so each op adds its own fragment.
 // The forward returns y and, when keep_saved is set (the Python function sets it when a gradient
 // will be needed), what the backward reads (opgen/mlp.h); the backward returns the gradients of
-// x and of every weight and bias.
+// x and of every weight and bias. Its autograd formula is registered here too, in C++ (the
+// Autograd kernel below): a training step pays no Python between the dispatcher and the kernels.
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <torch/csrc/autograd/function.h>
+#include <torch/csrc/autograd/functions/utils.h>
+#include <torch/csrc/autograd/saved_variable.h>
+#include <torch/csrc/dynamo/compiled_autograd.h>
 #include <torch/library.h>
 
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
 #include "mlp_seed.h"
+#include "opgen/autograd_node.h"
 
 namespace {
 
@@ -25,6 +37,152 @@ std::vector<at::Tensor> mlp_seed_backward_meta(const at::Tensor& grad_y, const a
   return mlp_seed_op::empty_gradients(grad_y, x, w1, b1, w2, b2, w3, b3, y, saved);
 }
 
+// The forward and the backward op, through the dispatcher (which picks the CPU, CUDA or Meta
+// kernel).
+std::tuple<at::Tensor, at::Tensor> call_forward(const at::Tensor& x, const at::Tensor& w1,
+                                                const at::Tensor& b1, const at::Tensor& w2,
+                                                const at::Tensor& b2, const at::Tensor& w3,
+                                                const at::Tensor& b3, bool keep_saved) {
+  static const auto op = c10::Dispatcher::singleton()
+                             .findSchemaOrThrow("generated_ops::mlp_seed", "")
+                             .typed<decltype(mlp_seed_meta)>();
+  return op.call(x, w1, b1, w2, b2, w3, b3, keep_saved);
+}
+
+std::vector<at::Tensor> call_backward(const at::Tensor& grad_y, const at::Tensor& x,
+                                      const at::Tensor& w1, const at::Tensor& b1,
+                                      const at::Tensor& w2, const at::Tensor& b2,
+                                      const at::Tensor& w3, const at::Tensor& b3,
+                                      const at::Tensor& y, const at::Tensor& saved) {
+  static const auto op = c10::Dispatcher::singleton()
+                             .findSchemaOrThrow("generated_ops::mlp_seed_backward", "")
+                             .typed<decltype(mlp_seed_backward_meta)>();
+  return op.call(grad_y, x, w1, b1, w2, b2, w3, b3, y, saved);
+}
+
+// Autograd, in C++ (a training step runs no Python of ours): the node keeps x, every weight and
+// bias, y's values and what the forward kept (`saved`, which has no gradient: autograd fills
+// none for it), and its backward asks the backward op for every gradient, passing on those the
+// graph needs. A node written by hand, as PyTorch writes its own (opgen/autograd_node.h says why
+// not a torch::autograd::Function). Differentiating the backward op (a gradient of a gradient)
+// raises the error its own registration gives (__init__.py).
+struct MlpSeedBackward : public torch::autograd::TraceableFunction {
+  std::string name() const override { return "MlpSeedBackward"; }
+
+  torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override {
+    const std::lock_guard<std::mutex> lock(mutex_);
+    // One gradient per input edge (x, w1, b1, w2, b2, w3, b3), undefined where none is needed.
+    torch::autograd::variable_list gradients(num_outputs());
+    if (!grads[0].defined()) return gradients;  // no gradient reached y: none flows back
+    const at::Tensor& grad_y = grads[0];
+    const at::Tensor x = x_.unpack();
+    const at::Tensor w1 = w1_.unpack();
+    const at::Tensor b1 = b1_.unpack();
+    const at::Tensor w2 = w2_.unpack();
+    const at::Tensor b2 = b2_.unpack();
+    const at::Tensor w3 = w3_.unpack();
+    const at::Tensor b3 = b3_.unpack();
+    const at::Tensor y = y_.unpack(), saved = saved_.unpack();
+    // A first derivative (grad mode off) goes straight to the backward's kernels, past the Python
+    // autograd registration that refuses double backward; with create_graph it goes through that
+    // registration, which raises.
+    std::optional<at::AutoDispatchBelowADInplaceOrView> below_autograd;
+    if (!c10::GradMode::is_enabled()) below_autograd.emplace();
+    std::vector<at::Tensor> all = call_backward(grad_y, x, w1, b1, w2, b2, w3, b3, y, saved);
+    for (size_t i = 0; i < gradients.size(); ++i) {
+      if (task_should_compute_output(i)) gradients[i] = std::move(all[i]);
+    }
+    return gradients;
+  }
+
+  // Compiled autograd (torch._dynamo.compiled_autograd) traces the backward through these two:
+  // the node's attributes, then apply() with the saved tensors swapped for the trace's.
+  void compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const override {
+    args.collect(x_, false);
+    args.collect(w1_, false);
+    args.collect(b1_, false);
+    args.collect(w2_, false);
+    args.collect(b2_, false);
+    args.collect(w3_, false);
+    args.collect(b3_, false);
+    args.collect(y_, false);
+    args.collect(saved_, false);
+  }
+
+  torch::autograd::variable_list apply_with_saved(
+      const torch::autograd::variable_list& grads,
+      torch::dynamo::autograd::SwapSavedVariables& saved) override {
+    saved.before(x_);
+    saved.before(w1_);
+    saved.before(b1_);
+    saved.before(w2_);
+    saved.before(b2_);
+    saved.before(w3_);
+    saved.before(b3_);
+    saved.before(y_);
+    saved.before(saved_);
+    torch::autograd::variable_list result = apply(torch::autograd::variable_list(grads));
+    saved.after(x_);
+    saved.after(w1_);
+    saved.after(b1_);
+    saved.after(w2_);
+    saved.after(b2_);
+    saved.after(w3_);
+    saved.after(b3_);
+    saved.after(y_);
+    saved.after(saved_);
+    return result;
+  }
+
+  void release_variables() override {
+    const std::lock_guard<std::mutex> lock(mutex_);
+    x_.reset_data();
+    w1_.reset_data();
+    b1_.reset_data();
+    w2_.reset_data();
+    b2_.reset_data();
+    w3_.reset_data();
+    b3_.reset_data();
+    y_.reset_data();
+    saved_.reset_data();
+  }
+
+  torch::autograd::SavedVariable x_, w1_, b1_, w2_, b2_, w3_, b3_, y_, saved_;
+};
+
+std::tuple<at::Tensor, at::Tensor> mlp_seed_autograd(const at::Tensor& x, const at::Tensor& w1,
+                                                     const at::Tensor& b1, const at::Tensor& w2,
+                                                     const at::Tensor& b2, const at::Tensor& w3,
+                                                     const at::Tensor& b3, bool keep_saved) {
+  TORCH_CHECK(!(torch::autograd::isFwGradDefined(x) || torch::autograd::isFwGradDefined(w1) ||
+                torch::autograd::isFwGradDefined(b1) || torch::autograd::isFwGradDefined(w2) ||
+                torch::autograd::isFwGradDefined(b2) || torch::autograd::isFwGradDefined(w3) ||
+                torch::autograd::isFwGradDefined(b3)),
+              OPGEN_OP,
+              ": forward-mode AD (torch.autograd.forward_ad) is not supported; use reverse mode "
+              "(backward, torch.autograd.grad)");
+  auto [y, saved] = [&] {
+    at::AutoDispatchBelowADInplaceOrView below_autograd;
+    return call_forward(x, w1, b1, w2, b2, w3, b3, keep_saved);
+  }();
+  if (!torch::autograd::compute_requires_grad(x, w1, b1, w2, b2, w3, b3)) return {y, saved};
+  auto node = opgen::autograd::make_node<MlpSeedBackward>();
+  node->set_next_edges(torch::autograd::collect_next_edges(x, w1, b1, w2, b2, w3, b3));
+  node->x_ = torch::autograd::SavedVariable(x, false);
+  node->w1_ = torch::autograd::SavedVariable(w1, false);
+  node->b1_ = torch::autograd::SavedVariable(b1, false);
+  node->w2_ = torch::autograd::SavedVariable(w2, false);
+  node->b2_ = torch::autograd::SavedVariable(b2, false);
+  node->w3_ = torch::autograd::SavedVariable(w3, false);
+  node->b3_ = torch::autograd::SavedVariable(b3, false);
+  // y's values, as a detached alias (its version counter shared, so an in-place change is still
+  // caught): y itself would hold this node through its grad_fn.
+  node->y_ = torch::autograd::SavedVariable(y.detach(), false);
+  node->saved_ = torch::autograd::SavedVariable(saved, false);
+  torch::autograd::set_history(y, node);
+  return {y, saved};
+}
+
 }  // namespace
 
 TORCH_LIBRARY_FRAGMENT(generated_ops, m) {
@@ -39,4 +197,8 @@ TORCH_LIBRARY_FRAGMENT(generated_ops, m) {
 TORCH_LIBRARY_IMPL(generated_ops, Meta, m) {
   m.impl("mlp_seed", &mlp_seed_meta);
   m.impl("mlp_seed_backward", &mlp_seed_backward_meta);
+}
+
+TORCH_LIBRARY_IMPL(generated_ops, Autograd, m) {
+  m.impl("mlp_seed", &mlp_seed_autograd);
 }

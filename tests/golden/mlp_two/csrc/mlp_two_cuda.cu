@@ -3,15 +3,12 @@
 // biases, fused (opgen/mlp.cuh): one kernel for the forward, with every layer's weights in shared
 // memory and each warp's rows in registers through every layer on tensor cores (bfloat16, float16,
 // and float32 as TF32 where torch.backends.cuda.matmul.allow_tf32 allows it); one kernel for the
-// input gradient, then the weight and bias gradients as GEMMs and sums over rows (deterministic).
-// float64 and exact float32 take the CPU kernel's layer-by-layer ATen path (opgen/mlp.h), on the
-// GPU.
+// input gradient and the bias gradients' per-block sums (added in a fixed order: deterministic),
+// then the weight gradients as one GEMM a layer. float64 and exact float32 take the CPU kernel's
+// layer-by-layer ATen path (opgen/mlp.h), on the GPU.
 #include <ATen/Context.h>
 #include <ATen/Dispatch.h>
 #include <ATen/core/Tensor.h>
-#include <ATen/ops/empty.h>
-#include <ATen/ops/mm.h>
-#include <ATen/ops/sum.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 #include <torch/library.h>
@@ -85,38 +82,20 @@ std::vector<at::Tensor> mlp_two_backward_cuda(const at::Tensor& grad_y, const at
   const int64_t rows = opgen::mlp::row_count(x);
   const at::Tensor x_ = x.contiguous(), y_ = y.contiguous(), grad_y_ = grad_y.contiguous();
   const at::Tensor kept = opgen::mlp::saved_or_recomputed(net, x_, weights, biases, saved);
-  // Each layer's pre-activation gradient, side by side: the weight and bias gradients' GEMM
-  // operand.
-  int64_t width = 0;
-  std::vector<int64_t> column(net.layers() + 1, 0);
-  for (int l = 1; l <= net.layers(); ++l) {
-    column[l] = width;
-    width += net.widths[l];
-  }
-  const at::Tensor grad_pre = at::empty({rows, width}, x.options());
   const cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
+  // x's gradient and each layer's pre-activation gradient G_l in one kernel, the bias gradients
+  // from its per-block column sums (added in a fixed order: deterministic), then
+  // dW_l = G_l^T a_{l-1} by cuBLAS (opgen/mlp.cuh's backward).
   AT_DISPATCH_FLOATING_TYPES_AND2(
       at::kHalf, at::kBFloat16, x.scalar_type(), "mlp_two_backward_cuda", [&] {
         if constexpr (!std::is_same_v<scalar_t, double>) {
           auto p = opgen::mlp::make_params<scalar_t>(net, x_, weights, biases, y_, kept);
           p.grad_out = grad_y_.const_data_ptr<scalar_t>();
           p.grad_x = grads[0].mutable_data_ptr<scalar_t>();
-          p.grad_pre = grad_pre.mutable_data_ptr<scalar_t>();
-          p.grad_pre_stride = width;
-          for (int l = 1; l <= net.layers(); ++l) p.grad_pre_column[l] = column[l];
-          opgen::mlp::backward<scalar_t, Net, kHidden, kOutput>(p, stream);
+          opgen::mlp::backward<scalar_t, Net, kHidden, kOutput>(
+              net, p, x_.reshape({rows, net.widths[0]}), kept, grads, stream);
         }
       });
-  // dW_l = G_l^T a_{l-1} and db_l = the sum of G_l over rows: cuBLAS and ATen's reduction, in a
-  // fixed order.
-  const int per_layer = net.bias ? 2 : 1;
-  for (int l = 1; l <= net.layers(); ++l) {
-    const at::Tensor g = grad_pre.narrow(1, column[l], net.widths[l]);
-    const at::Tensor input = l > 1 ? kept.narrow(1, net.output_column(l - 1), net.widths[l - 1])
-                                   : x_.reshape({rows, net.widths[0]});
-    at::mm_out(grads[1 + per_layer * (l - 1)], g.t(), input);
-    if (net.bias) at::sum_out(grads[2 + per_layer * (l - 1)], g, {0});
-  }
   return grads;
 }
 
