@@ -146,10 +146,13 @@ __device__ __forceinline__ void wgmma(float (&d)[kN / 2], const uint32_t (&a)[4]
 #undef OPGEN_MLP_WGMMA_N64
 #undef OPGEN_MLP_WGMMA_N128
 
-// Keeps the compiler from moving reads or writes of an accumulator register
-// across the wgmma fences and waits (which name no registers).
+// Keeps the compiler from moving reads or writes of a register the MMAs use (an accumulator,
+// or A, which they read until they complete) across the wgmma fences and waits, which name none.
 __device__ __forceinline__ void pin(float& value) {
   asm volatile("" : "+f"(value)::"memory");
+}
+__device__ __forceinline__ void pin(uint32_t& value) {
+  asm volatile("" : "+r"(value)::"memory");
 }
 
 // Orders this thread's ordinary shared-memory writes (the staged weights)
@@ -196,10 +199,12 @@ struct Plan {
       (int64_t(kRowsPerWarp) * Net::width(0) * int64_t(sizeof(T)) + 15) / 16 * 16 /
       int64_t(sizeof(T));
   static constexpr int64_t kWarpElements = kBufferElements + kStageElements;
-  // Warpgroups a block: the registers of a layer's A operand (max_k) and
-  // accumulators (max_n) bound them; 3 leave 168 registers a thread, 2 leave
-  // 255.
-  static constexpr int kWarpgroups = int64_t(sizeof(T)) * max_k() / 8 + max_n() / 2 <= 96 ? 3 : 2;
+  // Warpgroups a block, by the registers a thread holds for a layer's A operand (max_k) and
+  // accumulators (max_n): up to 64 (width 64), 4 warpgroups, 128 registers a thread (64x4:
+  // 92 in 16-bit, 104 in tf32); up to 96 (width 128, 16-bit), 3, 168 registers (seed: 142);
+  // more (tf32 at width 128), 2, 255 registers (seed: 178).
+  static constexpr int kOperandRegisters = int(sizeof(T)) * max_k() / 8 + max_n() / 2;
+  static constexpr int kWarpgroups = kOperandRegisters <= 64 ? 4 : kOperandRegisters <= 96 ? 3 : 2;
   static constexpr int kWarps = 4 * kWarpgroups;
   static constexpr int kThreads = 32 * kWarps;
   static constexpr int64_t kBytes =
@@ -246,13 +251,13 @@ __device__ void stage_layer(unsigned char* base, const T* weight) {
 // kStepK): the slice holding it, advanced by the step's bytes within the
 // 128-byte row (the hardware applies the swizzle to the address it forms).
 template <class P, int kLayer>
-__device__ __forceinline__ uint64_t descriptor(uint32_t weights, int kt) {
+__device__ __forceinline__ uint64_t descriptor(uint32_t weights, int kt, int n0) {
   constexpr int kN = P::n_width(kLayer);
   constexpr int kBytesPerK = 128 / P::kSlice;
   const int k = kt * P::kStepK;
   const uint32_t at =
       weights + static_cast<uint32_t>(P::weight_offset(kLayer)) +
-      static_cast<uint32_t>((k / P::kSlice) * kN * 128 + (k % P::kSlice) * kBytesPerK);
+      static_cast<uint32_t>((k / P::kSlice) * kN * 128 + n0 * 128 + (k % P::kSlice) * kBytesPerK);
   return tc::wgmma_descriptor(at, 16, 1024);
 }
 
@@ -358,17 +363,20 @@ __global__ void OPGEN_WGMMA_LAUNCH_BOUNDS((threads<T, Net, kHidden, kOut, kStage
       constexpr bool kLast = l + 1 == kLayers;
       constexpr Activation kAct = kLast ? kOut : kHidden;
       constexpr bool kKeepZ = reads_preactivation(kAct);
-      float acc[kN / 2];
-      tc::wgmma_fence();  // the A registers were written by ordinary
-                          // instructions
+      // The layer's columns in two parts, each its own chain of MMAs (commit group): the
+      // second part's MMAs run while the first part's epilogue does.
+      constexpr int kParts = kN >= 32 ? 2 : 1, kPart = kN / kParts;
+      float acc[kParts][kPart / 2];
+      tc::wgmma_fence();  // the A registers were written by ordinary instructions
 #pragma unroll
-      for (int kt = 0; kt < kK / P::kStepK; ++kt) {
-        wgmma<T, kN>(acc, h.step[kt].reg, descriptor<P, l>(weights, kt), kt > 0);
+      for (int part = 0; part < kParts; ++part) {
+#pragma unroll
+        for (int kt = 0; kt < kK / P::kStepK; ++kt) {
+          wgmma<T, kPart>(acc[part], h.step[kt].reg, descriptor<P, l>(weights, kt, part * kPart),
+                          kt > 0);
+        }
+        tc::wgmma_commit();
       }
-      tc::wgmma_commit();
-      tc::wgmma_wait<0>();
-#pragma unroll
-      for (int i = 0; i < kN / 2; ++i) pin(acc[i]);
       const float* bias = biases + l * kMaxN;
       // Where this layer's outputs go: y for the last, else (when kept) a_{l+1}
       // and z_{l+1}.
@@ -381,49 +389,69 @@ __global__ void OPGEN_WGMMA_LAUNCH_BOUNDS((threads<T, Net, kHidden, kOut, kStage
       const bool store_a = kLast || keep;
       Operand<T, P::max_k()> next{};
 #pragma unroll
-      for (int t = 0; t < kN / 8; ++t) {
-        const int col = 8 * t + 2 * quad;
-        const float2 b = *reinterpret_cast<const float2*>(bias + col);
+      for (int part = 0; part < kParts; ++part) {
+        if (part + 1 < kParts) {
+          tc::wgmma_wait<1>();
+        } else {
+          tc::wgmma_wait<0>();
+          // The MMAs read h's registers until here: keep the compiler from reusing them.
 #pragma unroll
-        for (int half = 0; half < 2; ++half) {
-          const int row = group + 8 * half;
-          const float z0 = acc[4 * t + 2 * half] + b.x, z1 = acc[4 * t + 2 * half + 1] + b.y;
-          const bool in = row < valid;
-          if constexpr (k16 && (kAct == Activation::kRelu || kAct == Activation::kNone)) {
-            // Rounded to T as eager's GEMM output, then clamped: both on the
-            // packed pair.
-            const uint32_t zb = pack2<T>(z0, z1);
-            const uint32_t ab = kAct == Activation::kRelu ? relu2<T>(zb) : zb;
-            if constexpr (!kLast) put_bits(next, t, half, ab);
-            if constexpr (kStage && !kLast) {
-              if (keep)
-                Stage::template write_bits<Kept::output_column(l + 1), kWidth>(stage, row, col, ab);
+          for (int s = 0; s < kK / P::kStepK; ++s) {
+#pragma unroll
+            for (int r = 0; r < 4; ++r) pin(h.step[s].reg[r]);
+          }
+        }
+#pragma unroll
+        for (int i = 0; i < kPart / 2; ++i) pin(acc[part][i]);
+#pragma unroll
+        for (int tp = 0; tp < kPart / 8; ++tp) {
+          const int t = part * (kPart / 8) + tp;
+          const float* const v = acc[part] + 4 * tp;
+          const int col = 8 * t + 2 * quad;
+          const float2 b = *reinterpret_cast<const float2*>(bias + col);
+#pragma unroll
+          for (int half = 0; half < 2; ++half) {
+            const int row = group + 8 * half;
+            const float z0 = v[2 * half] + b.x, z1 = v[2 * half + 1] + b.y;
+            const bool in = row < valid;
+            if constexpr (k16 && (kAct == Activation::kRelu || kAct == Activation::kNone)) {
+              // Rounded to T as eager's GEMM output, then clamped: both on the
+              // packed pair.
+              const uint32_t zb = pack2<T>(z0, z1);
+              const uint32_t ab = kAct == Activation::kRelu ? relu2<T>(zb) : zb;
+              if constexpr (!kLast) put_bits(next, t, half, ab);
+              if constexpr (kStage && !kLast) {
+                if (keep)
+                  Stage::template write_bits<Kept::output_column(l + 1), kWidth>(stage, row, col,
+                                                                                 ab);
+              } else {
+                if (store_a && in) {
+                  store_pair_bits(a_first + (row0 + row) * a_stride, col, kWidth, a_paired, ab);
+                }
+              }
             } else {
-              if (store_a && in) {
-                store_pair_bits(a_first + (row0 + row) * a_stride, col, kWidth, a_paired, ab);
+              const float zr0 = k16 ? round_to<T>(z0) : z0, zr1 = k16 ? round_to<T>(z1) : z1;
+              const float a0 = activate<kAct>(zr0), a1 = activate<kAct>(zr1);
+              if constexpr (!kLast) put(next, t, half, a0, a1);
+              if constexpr (kStage && !kLast) {
+                if (keep)
+                  Stage::template write<Kept::output_column(l + 1), kWidth>(stage, row, col, a0,
+                                                                            a1);
+              } else {
+                if (store_a && in) {
+                  store_pair(a_first + (row0 + row) * a_stride, col, kWidth, a_paired, a0, a1);
+                }
               }
-            }
-          } else {
-            const float zr0 = k16 ? round_to<T>(z0) : z0, zr1 = k16 ? round_to<T>(z1) : z1;
-            const float a0 = activate<kAct>(zr0), a1 = activate<kAct>(zr1);
-            if constexpr (!kLast) put(next, t, half, a0, a1);
-            if constexpr (kStage && !kLast) {
-              if (keep)
-                Stage::template write<Kept::output_column(l + 1), kWidth>(stage, row, col, a0, a1);
-            } else {
-              if (store_a && in) {
-                store_pair(a_first + (row0 + row) * a_stride, col, kWidth, a_paired, a0, a1);
-              }
-            }
-            if constexpr (kKeepZ && kStage) {
-              if (keep) {
-                Stage::template write<Kept::preactivation_column(l + 1), kWidth>(stage, row, col,
-                                                                                 zr0, zr1);
-              }
-            } else if constexpr (kKeepZ) {
-              if (keep && in) {
-                store_pair(z_first + (row0 + row) * p.saved_stride, col, kWidth, z_paired, zr0,
-                           zr1);
+              if constexpr (kKeepZ && kStage) {
+                if (keep) {
+                  Stage::template write<Kept::preactivation_column(l + 1), kWidth>(stage, row, col,
+                                                                                   zr0, zr1);
+                }
+              } else if constexpr (kKeepZ) {
+                if (keep && in) {
+                  store_pair(z_first + (row0 + row) * p.saved_stride, col, kWidth, z_paired, zr0,
+                             zr1);
+                }
               }
             }
           }
@@ -467,7 +495,14 @@ inline bool available(Kernel kernel, int threads) {
 // does not, and the caller takes mlp.cuh's kernels.
 template <typename T, class Net, Activation kHidden, Activation kOut, bool kBias>
 bool forward_hopper(const Params<T>& p, cudaStream_t stream) {
-  if constexpr (!hopper::Plan<T, Net, 0>::kFits) {
+  // GELU and SiLU networks stay on mlp.cuh's kernel: their epilogues (a transcendental a value)
+  // outweigh the MMAs, and there the mma.sync kernel's 16 warps, each interleaving its MMAs with
+  // its epilogue, measured faster (H200, 17-128-33-128-64-128-128-100-5 tanh-GELU/SiLU in
+  // bfloat16: 10.2 ms here against 8.7 ms at 2^22 rows).
+  constexpr bool kCheapActivations =
+      (kHidden == Activation::kRelu || kHidden == Activation::kNone) &&
+      (kOut == Activation::kRelu || kOut == Activation::kNone);
+  if constexpr (!hopper::Plan<T, Net, 0>::kFits || !kCheapActivations) {
     return false;
   } else {
     constexpr bool kStage = hopper::stages_saved<T, Net, kHidden, kOut>();
