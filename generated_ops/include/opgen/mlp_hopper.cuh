@@ -1,43 +1,34 @@
-// The fused MLP's forward on Hopper (sm_90a: H100, H200), with warpgroup MMAs
-// (wgmma). The same network walk as opgen/mlp.cuh's forward_kernel, four warps
-// at a time: a warpgroup carries 64 rows (16 a warp, as there) through every
-// layer, and each layer is one chain of wgmma.m64nNk16 (bfloat16, float16) or
-// m64nNk8 (tf32) over the layer's k, N = the layer's padded output width.
-// mma.sync (the kernel in mlp.cuh) reads a B fragment per 16 rows from shared
-// memory and issues one instruction per 16x8x16; wgmma reads B once for 64 rows
-// and a whole row of output tiles per instruction, which is what takes the
-// forward past mma.sync's issue limit (and tf32, whose mma.sync rate is half
-// bfloat16's, off it).
+// The fused MLP's forward on Hopper (sm_90a: H100, H200), with warpgroup MMAs (wgmma). The same
+// network walk as opgen/mlp.cuh's forward_kernel, four warps at a time: a warpgroup carries 64
+// rows (16 a warp, as there) through every layer, and each layer is a chain of wgmma.m64nNk16
+// (bfloat16, float16) or m64nNk8 (tf32) over the layer's k, N = half the layer's padded output
+// width. mma.sync (the kernel in mlp.cuh) reads a B fragment per 16 rows from shared memory and
+// issues one instruction per 16x8x16; wgmma reads B once for 64 rows and many output tiles per
+// instruction, which takes the forward past mma.sync's issue limit (and tf32, whose mma.sync rate
+// is half bfloat16's, off it).
 //
-//   * A (the activations) comes from registers: wgmma's register A fragment is,
-//   warp by warp,
-//     mma.sync's (rows 16 w .. 16 w + 15 of the 64 for warp w of the
-//     warpgroup), and its accumulator is mma.sync's accumulator tile by tile,
-//     so mlp.cuh's Operand/put turn a layer's output into the next layer's A
-//     exactly as there (tf32 with the same column permutation).
-//   * B (the weights) is staged once per block, every layer resident, in
-//   wgmma's K-major layout
-//     with the 128-byte swizzle: a layer [n][k] is cut into slices of 128 bytes
-//     of k (64 16-bit values, 32 floats); a slice is n rows of 128 bytes whose
-//     16-byte chunks are XOR-ed with n % 8, 8 rows = 1024 bytes apart (the
-//     descriptor's stride), each slice 1024-byte aligned. k is padded to whole
-//     slices (zero weights) and n to 16, 32, 64 or 128 (padded()).
-//   * x arrives as in mlp.cuh: each warp's next 16 rows by cp.async while it
-//   computes the current
-//     ones; y leaves straight from the accumulators, and what the forward keeps
-//     (for the backward: Saved, in the same columns) through the same per-warp
-//     SavedTile, in 16-byte chunks.
-//   * A block is 2 or 3 warpgroups (registers: a layer's A and its
-//   accumulators, up to 64 + 64 a
-//     thread in tf32 at width 128), one block a multiprocessor; while one
-//     warpgroup runs its epilogue (bias, activation, conversion, stores)
-//     another's MMAs run.
+//   * A (the activations) comes from registers: wgmma's register A fragment is, warp by warp,
+//     mma.sync's (rows 16 w .. 16 w + 15 of the 64 for warp w of the warpgroup), and its
+//     accumulator is mma.sync's accumulator tile by tile, so mlp.cuh's Operand/put turn a layer's
+//     output into the next layer's A exactly as there (tf32 with the same column permutation).
+//   * B (the weights) is staged once per block, every layer resident, in wgmma's K-major layout
+//     with the 128-byte swizzle: a layer [n][k] is cut into slices of 128 bytes of k (64 16-bit
+//     values, 32 floats); a slice is n rows of 128 bytes whose 16-byte chunks are XOR-ed with
+//     n % 8, 8 rows = 1024 bytes apart (the descriptor's stride), each slice 1024-byte aligned.
+//     k is padded to whole slices (zero weights) and n to 16, 32, 64 or 128 (padded()).
+//   * A layer's output columns are two halves, two commit groups: the second half multiplies
+//     while the first half's epilogue (bias, activation, conversion, stores) runs.
+//   * x arrives as in mlp.cuh: each warp's next 16 rows by cp.async while it computes the current
+//     ones; y leaves straight from the accumulators, and what the forward keeps (for the backward:
+//     Saved, in the same columns) through the same per-warp SavedTile, in 16-byte chunks.
+//   * A block is 2 to 4 warpgroups (by the registers of a layer's A and accumulators, up to
+//     64 + 64 a thread in tf32 at width 128), one block a multiprocessor; while one warpgroup runs
+//     its epilogue, another's MMAs run.
 //
-// Built only in a device pass for sm_90a (OPGEN_TC_WGMMA); forward_hopper
-// (called first by mlp.cuh's forward) takes this path where the image has it,
-// the device is a 9.0 one, every layer is at most 128 wide and all the weights
-// fit in shared memory, and returns false otherwise (mlp.cuh's kernels run
-// then).
+// Built only in a device pass for sm_90a (OPGEN_TC_WGMMA). forward_hopper (called first by
+// mlp.cuh's forward) takes this path where the image has it, the device is a 9.0 one, the
+// activations are ReLU or identity, every layer is at most 128 wide and all the weights fit in
+// shared memory, and returns false otherwise (mlp.cuh's kernels run then).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -54,11 +45,10 @@
 namespace opgen::mlp {
 namespace hopper {
 
-// One wgmma with A from registers (4 a thread) and B from shared memory
-// (descriptor `desc`): D (64 x kN float; thread t holds d[4 j + i] at row 16 (t
-// / 32) + accumulator_coord(t % 32, i).row, column 8 j + accumulator_coord(t %
-// 32, i).col) = A B, + D where `accumulate`. One macro per N: inline PTX needs
-// its operands spelled out.
+// One wgmma with A from registers (4 a thread) and B from shared memory (descriptor `desc`): D (64
+// x kN float; thread t holds d[4 j + i] at row 16 (t / 32) + accumulator_coord(t % 32, i).row,
+// column 8 j + accumulator_coord(t % 32, i).col) = A B, + D where `accumulate`. One macro per N:
+// inline PTX needs its operands spelled out.
 #define OPGEN_MLP_WGMMA_N16(K, TYPES, TAIL)                                                 \
   asm volatile(                                                                             \
       "{\n.reg .pred p;\nsetp.ne.b32 p, %13, "                                              \
@@ -146,8 +136,8 @@ __device__ __forceinline__ void wgmma(float (&d)[kN / 2], const uint32_t (&a)[4]
 #undef OPGEN_MLP_WGMMA_N64
 #undef OPGEN_MLP_WGMMA_N128
 
-// Keeps the compiler from moving reads or writes of a register the MMAs use (an accumulator,
-// or A, which they read until they complete) across the wgmma fences and waits, which name none.
+// Keeps the compiler from moving reads or writes of a register the MMAs use (an accumulator, or A,
+// which they read until they complete) across the wgmma fences and waits, which name none.
 __device__ __forceinline__ void pin(float& value) {
   asm volatile("" : "+f"(value)::"memory");
 }
@@ -155,9 +145,8 @@ __device__ __forceinline__ void pin(uint32_t& value) {
   asm volatile("" : "+r"(value)::"memory");
 }
 
-// Orders this thread's ordinary shared-memory writes (the staged weights)
-// before the async proxy's reads (wgmma's B); the __syncthreads() after it does
-// the rest.
+// Orders this thread's ordinary shared-memory writes (the staged weights) before the async proxy's
+// reads (wgmma's B); the __syncthreads() after it does the rest.
 __device__ __forceinline__ void fence_shared_for_async() {
 #if OPGEN_TC_WGMMA
   asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
@@ -166,9 +155,9 @@ __device__ __forceinline__ void fence_shared_for_async() {
 
 constexpr int kRowsPerWarpgroup = 4 * kRowsPerWarp;
 
-// The network's shapes as this kernel pads them, and its shared memory: the
-// weights (every layer, 1024-byte aligned slices), the biases (float), then
-// each warp's x buffer (16 rows) and, with kStage, its SavedTile.
+// The network's shapes as this kernel pads them, and its shared memory: the weights (every layer,
+// 1024-byte aligned slices), the biases (float), then each warp's x buffer (16 rows) and, with
+// kStage, its SavedTile.
 template <typename T, class Net, int kStageElements>
 struct Plan {
   static constexpr int kLayers = Net::kLayers;
@@ -200,23 +189,21 @@ struct Plan {
       int64_t(sizeof(T));
   static constexpr int64_t kWarpElements = kBufferElements + kStageElements;
   // Warpgroups a block, by the registers a thread holds for a layer's A operand (max_k) and
-  // accumulators (max_n): up to 64 (width 64), 4 warpgroups, 128 registers a thread (64x4:
-  // 92 in 16-bit, 104 in tf32); up to 96 (width 128, 16-bit), 3, 168 registers (seed: 142);
-  // more (tf32 at width 128), 2, 255 registers (seed: 178).
+  // accumulators (max_n): up to 64 (width 64), 4 warpgroups, 128 registers a thread (64x4: 92 in
+  // 16-bit, 104 in tf32); up to 96 (width 128, 16-bit), 3, 168 registers (seed: 142); more (tf32 at
+  // width 128), 2, 255 registers (seed: 178).
   static constexpr int kOperandRegisters = int(sizeof(T)) * max_k() / 8 + max_n() / 2;
   static constexpr int kWarpgroups = kOperandRegisters <= 64 ? 4 : kOperandRegisters <= 96 ? 3 : 2;
   static constexpr int kWarps = 4 * kWarpgroups;
   static constexpr int kThreads = 32 * kWarps;
   static constexpr int64_t kBytes =
       1024 + kWeightBytes + kBiasBytes + int64_t(kWarps) * kWarpElements * int64_t(sizeof(T));
-  // Every layer at most 128 wide (a warpgroup's A and accumulators in
-  // registers).
+  // Every layer at most 128 wide (a warpgroup's A and accumulators in registers).
   static constexpr bool kFits = Net::max_padded() <= 128;
 };
 
-// Layer l's weights W[n][k] into its slices (zero-padded; float rounded to
-// tf32, its columns placed as mlp.cuh's stored_column places them, for the
-// register A fragment's column order).
+// Layer l's weights W[n][k] into its slices (zero-padded; float rounded to tf32, its columns placed
+// as mlp.cuh's stored_column places them, for the register A fragment's column order).
 template <typename T, class Net, class P, int kLayer>
 __device__ void stage_layer(unsigned char* base, const T* weight) {
   constexpr int kOut = Net::width(kLayer + 1), kIn = Net::width(kLayer);
@@ -247,9 +234,9 @@ __device__ void stage_layer(unsigned char* base, const T* weight) {
   }
 }
 
-// The wgmma descriptor of layer l's B for k step kt (k = kt * kStepK .. +
-// kStepK): the slice holding it, advanced by the step's bytes within the
-// 128-byte row (the hardware applies the swizzle to the address it forms).
+// The wgmma descriptor of layer l's B for k step kt (k = kt * kStepK .. + kStepK): the slice
+// holding it, advanced by the step's bytes within the 128-byte row (the hardware applies the
+// swizzle to the address it forms).
 template <class P, int kLayer>
 __device__ __forceinline__ uint64_t descriptor(uint32_t weights, int kt, int n0) {
   constexpr int kN = P::n_width(kLayer);
@@ -265,8 +252,7 @@ template <typename T, class Net, Activation kHidden, Activation kOut, bool kStag
 using PlanOf =
     Plan<T, Net, kStage ? SavedTile<T, Saved<Net, kHidden, kOut>::columns()>::kElements : 0>;
 
-// Whether the forward keeps what it saves in a per-warp shared tile (16-bit
-// types, as mlp.cuh).
+// Whether the forward keeps what it saves in a per-warp shared tile (16-bit types, as mlp.cuh).
 template <typename T, class Net, Activation kHidden, Activation kOut>
 __host__ __device__ constexpr bool stages_saved() {
   using Tile = SavedTile<T, Saved<Net, kHidden, kOut>::columns()>;
@@ -279,9 +265,8 @@ constexpr int threads() {
   return PlanOf<T, Net, kHidden, kOut, kStage>::kThreads;
 }
 
-// The forward: x (rows, widths[0]) -> y (rows, widths[L]), keeping `saved` when
-// it is set. Block b's warpgroup g takes 64-row tiles b * kWarpgroups + g, then
-// every gridDim.x * kWarpgroups-th.
+// The forward: x (rows, widths[0]) -> y (rows, widths[L]), keeping `saved` when it is set. Block
+// b's warpgroup g takes 64-row tiles b * kWarpgroups + g, then every gridDim.x * kWarpgroups-th.
 template <typename T, class Net, Activation kHidden, Activation kOut, bool kBias, bool kStage>
 __global__ void OPGEN_WGMMA_LAUNCH_BOUNDS((threads<T, Net, kHidden, kOut, kStage>()))
     forward_kernel(const Params<T> p) {
@@ -332,8 +317,7 @@ __global__ void OPGEN_WGMMA_LAUNCH_BOUNDS((threads<T, Net, kHidden, kOut, kStage
   const uint32_t weights = tc::shared_address(base);
 
   for (int64_t tile_row0 = first_tile_row0; tile_row0 < p.rows; tile_row0 += stride) {
-    // Every warp of the warpgroup runs every wgmma (they are warpgroup-wide),
-    // rows or not.
+    // Every warp of the warpgroup runs every wgmma (they are warpgroup-wide), rows or not.
     const int64_t row0 = tile_row0 + warp_in_group * kRowsPerWarp;
     const int valid = rows_from(row0);
     Operand<T, P::max_k()> h{};
@@ -363,8 +347,8 @@ __global__ void OPGEN_WGMMA_LAUNCH_BOUNDS((threads<T, Net, kHidden, kOut, kStage
       constexpr bool kLast = l + 1 == kLayers;
       constexpr Activation kAct = kLast ? kOut : kHidden;
       constexpr bool kKeepZ = reads_preactivation(kAct);
-      // The layer's columns in two parts, each its own chain of MMAs (commit group): the
-      // second part's MMAs run while the first part's epilogue does.
+      // The layer's columns in two parts, each its own chain of MMAs (commit group): the second
+      // part's MMAs run while the first part's epilogue does.
       constexpr int kParts = kN >= 32 ? 2 : 1, kPart = kN / kParts;
       float acc[kParts][kPart / 2];
       tc::wgmma_fence();  // the A registers were written by ordinary instructions
@@ -378,8 +362,7 @@ __global__ void OPGEN_WGMMA_LAUNCH_BOUNDS((threads<T, Net, kHidden, kOut, kStage
         tc::wgmma_commit();
       }
       const float* bias = biases + l * kMaxN;
-      // Where this layer's outputs go: y for the last, else (when kept) a_{l+1}
-      // and z_{l+1}.
+      // Where this layer's outputs go: y for the last, else (when kept) a_{l+1} and z_{l+1}.
       const bool keep = p.saved != nullptr;
       T* const a_first = kLast ? p.y : p.saved + p.output_column[l + 1];
       const int64_t a_stride = kLast ? int64_t(kWidth) : p.saved_stride;
@@ -415,8 +398,7 @@ __global__ void OPGEN_WGMMA_LAUNCH_BOUNDS((threads<T, Net, kHidden, kOut, kStage
             const float z0 = v[2 * half] + b.x, z1 = v[2 * half + 1] + b.y;
             const bool in = row < valid;
             if constexpr (k16 && (kAct == Activation::kRelu || kAct == Activation::kNone)) {
-              // Rounded to T as eager's GEMM output, then clamped: both on the
-              // packed pair.
+              // Rounded to T as eager's GEMM output, then clamped: both on the packed pair.
               const uint32_t zb = pack2<T>(z0, z1);
               const uint32_t ab = kAct == Activation::kRelu ? relu2<T>(zb) : zb;
               if constexpr (!kLast) put_bits(next, t, half, ab);
@@ -472,8 +454,8 @@ __global__ void OPGEN_WGMMA_LAUNCH_BOUNDS((threads<T, Net, kHidden, kOut, kStage
 #endif
 }
 
-// Whether a kernel runs here: a 9.0 device, and the op built for sm_90a (a
-// plain sm_90 image has an empty kernel). Asked once per (kernel, device).
+// Whether a kernel runs here: a 9.0 device, and the op built for sm_90a (a plain sm_90 image has an
+// empty kernel). Asked once per (kernel, device).
 template <typename Kernel>
 inline bool available(Kernel kernel, int threads) {
   static std::mutex mutex;
@@ -491,14 +473,14 @@ inline bool available(Kernel kernel, int threads) {
 
 }  // namespace hopper
 
-// The Hopper forward where it runs (see the header comment); false where it
-// does not, and the caller takes mlp.cuh's kernels.
+// The Hopper forward where it runs (see the header comment); false where it does not, and the
+// caller takes mlp.cuh's kernels.
 template <typename T, class Net, Activation kHidden, Activation kOut, bool kBias>
 bool forward_hopper(const Params<T>& p, cudaStream_t stream) {
   // GELU and SiLU networks stay on mlp.cuh's kernel: their epilogues (a transcendental a value)
   // outweigh the MMAs, and there the mma.sync kernel's 16 warps, each interleaving its MMAs with
-  // its epilogue, measured faster (H200, 17-128-33-128-64-128-128-100-5 tanh-GELU/SiLU in
-  // bfloat16: 10.2 ms here against 8.7 ms at 2^22 rows).
+  // its epilogue, measured faster (H200, 17-128-33-128-64-128-128-100-5 tanh-GELU/SiLU in bfloat16:
+  // 10.2 ms here against 8.7 ms at 2^22 rows).
   constexpr bool kCheapActivations =
       (kHidden == Activation::kRelu || kHidden == Activation::kNone) &&
       (kOut == Activation::kRelu || kOut == Activation::kNone);
