@@ -26,7 +26,8 @@ def main() -> None:
     parser.add_argument("ops", nargs="+")
     parser.add_argument("--rows", type=int, nargs="+", default=[32, 2**16, 2**20, 2**22])
     parser.add_argument("--dtypes", nargs="+", default=["bfloat16", "float32"])
-    parser.add_argument("--profile-rows", type=int, default=2**22)
+    parser.add_argument("--profile-rows", type=int, default=2**22, help="0: no training-step profile")
+    parser.add_argument("--forward-only", action="store_true", help="time the forward alone")
     args = parser.parse_args()
     sys.path.insert(0, str(args.workspace.resolve().parent))
     torch.backends.cuda.matmul.allow_tf32 = True
@@ -37,7 +38,7 @@ def main() -> None:
         for dtype_name in args.dtypes:
             dtype = getattr(torch, dtype_name)
             for rows in args.rows:
-                for backward in (False, True):
+                for backward in (False,) if args.forward_only else (False, True):
                     work = mlp_workload(rows, module.WIDTHS, dtype, "cuda", backward=backward, bias=module.BIAS)
                     inputs = work.make_inputs()
                     fused = with_gradients(op) if backward else op
@@ -54,6 +55,8 @@ def main() -> None:
                         f"eager {ms['eager'] * 1e3:9.1f} us, ratio {ms['eager'] / ms['fused']:5.2f}x",
                         flush=True,
                     )
+            if args.profile_rows == 0:
+                continue
             work = mlp_workload(args.profile_rows, module.WIDTHS, dtype, "cuda", backward=True, bias=module.BIAS)
             inputs = work.make_inputs()
             step = with_gradients(op)

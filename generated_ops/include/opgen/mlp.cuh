@@ -1177,10 +1177,15 @@ Params<T> make_params(const Network& net, const at::Tensor& x,
   return p;
 }
 
-// Every layer's weights in shared memory at once where they fit (else one layer at a time), with
-// the saved tiles where those fit too.
+// The Hopper (sm_90a, wgmma) forward, opgen/mlp_hopper.cuh: true where it ran.
+template <typename T, class Net, Activation kHidden, Activation kOut, bool kBias>
+bool forward_hopper(const Params<T>& p, cudaStream_t stream);
+
+// The Hopper kernel where it runs; else every layer's weights in shared memory at once where they
+// fit (else one layer at a time), with the saved tiles where those fit too.
 template <typename T, class Net, Activation kHidden, Activation kOut, bool kBias>
 void forward(const Params<T>& p, cudaStream_t stream) {
+  if (forward_hopper<T, Net, kHidden, kOut, kBias>(p, stream)) return;
   constexpr int kWarps = forward_warps<T, Net>();
   constexpr bool kStage = stages_saved<T, Net, kHidden, kOut, kWarps>();
   using Staged = Layout<T, Net, kWarps, Net::width(0),
@@ -1271,3 +1276,5 @@ void backward(const Network& net, Params<T> p, const at::Tensor& x2, const at::T
 }
 
 }  // namespace opgen::mlp
+
+#include "opgen/mlp_hopper.cuh"  // forward_hopper

@@ -176,17 +176,20 @@ class TestMlpTwo(GradientSuite, SeveralTensorsSuite):
 
     @on_cuda
     @on_dtypes
-    def test_backward_many_rows(self, device: str, dtype: torch.dtype) -> None:
+    @pytest.mark.parametrize("rows", [3000, 40017], ids=lambda r: f"rows{r}")
+    def test_backward_many_rows(self, device: str, dtype: torch.dtype, rows: int) -> None:
         # Several blocks of rows and a partial last one: the fused backward's tiles and the
-        # weight gradients' sums over rows.
-        arguments = self.arguments((3000, 1), dtype, device)
+        # weight gradients' sums over rows. 40017 rows are more than one pass of the persistent
+        # grid on any GPU (a block takes at most 256 rows at once, an H200 has 132 of them): the
+        # blocks loop over tiles, each fetching the next one's rows while it computes.
+        arguments = self.arguments((rows, 1), dtype, device)
         self.check_against_reference(arguments, dtype, device)
         if dtype == torch.float64:
             want = gradients_of(
-                self.reference, arguments, ("x", *PARAMETERS), torch.ones(3000, WIDTHS[-1], dtype=dtype, device=device)
+                self.reference, arguments, ("x", *PARAMETERS), torch.ones(rows, WIDTHS[-1], dtype=dtype, device=device)
             )
             got = gradients_of(
-                self.op, arguments, ("x", *PARAMETERS), torch.ones(3000, WIDTHS[-1], dtype=dtype, device=device)
+                self.op, arguments, ("x", *PARAMETERS), torch.ones(rows, WIDTHS[-1], dtype=dtype, device=device)
             )
             for g, w in zip(got, want, strict=True):
                 assert_close(g, w, self.tolerances, dtype=dtype)
@@ -212,13 +215,14 @@ class TestMlpTwo(GradientSuite, SeveralTensorsSuite):
             assert torch.equal(a, b), f"{name}: two runs on the same inputs differ"
 
     @on_cuda
-    def test_float32_through_tf32(self, device: str) -> None:
+    @pytest.mark.parametrize("rows", [1000, 40017], ids=lambda r: f"rows{r}")
+    def test_float32_through_tf32(self, device: str, rows: int) -> None:
         # allow_tf32: the fused kernel on TF32 tensor cores, forward and backward; without it the
         # exact path (ATen's float32 GEMMs). TF32 is held to the same math with every product's
         # operands rounded to TF32 (opgen.testing.tf32): float64 is 0.6e-2 to 4e-2 away from any
         # TF32 input gradient here, by ReLU branches the rounding flips, and cuBLAS may not use
         # TF32 for products this small, so PyTorch's float32 is no measure either.
-        arguments = self.arguments((1000, 1), torch.float32, device)
+        arguments = self.arguments((rows, 1), torch.float32, device)
         names = ("x", *PARAMETERS)
         expected = self.reference(**to_float64(arguments))
         previous = torch.backends.cuda.matmul.allow_tf32
