@@ -665,6 +665,109 @@ __device__ __forceinline__ void warp_layer(const Operand<T, kWidth>& a, const T*
   }
 }
 
+// A warp's rows of x (row0 and the `valid` after it, which fetch_rows brought into its buffer) as
+// its first layer's operand, zeros past them; then the rows `stride` further on start arriving in
+// the emptied buffer. The input side of both forward kernels (this file's and mlp_hopper.cuh's).
+template <typename T, int kInWidth, int kWidth, class RowsFrom>
+__device__ __forceinline__ void take_input_rows(Operand<T, kWidth>& h, T* buffer,
+                                                const Params<T>& p, int64_t row0, int valid,
+                                                int64_t stride, bool x_aligned, int lane,
+                                                const RowsFrom& rows_from) {
+  const int group = lane / 4, quad = lane % 4;
+  tc::cp_async_wait<0>();
+  __syncwarp();
+#pragma unroll
+  for (int t = 0; t < padded(kInWidth) / 8; ++t) {
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const int row = group + 8 * half;
+      const float2 v =
+          row < valid ? shared_pair<T, kInWidth>(buffer, row, 8 * t + 2 * quad) : float2{0.f, 0.f};
+      put(h, t, half, v.x, v.y);
+    }
+  }
+  __syncwarp();  // every lane has read the buffer: the next tile may fill it
+  if (row0 + stride < p.rows) {
+    fetch_rows<T, kInWidth>(buffer, p.x, row0 + stride, rows_from(row0 + stride), x_aligned, lane);
+  }
+}
+
+// Where one layer's outputs go: y for the last layer, else (when the forward keeps them) a_{l+1}
+// and, where the activation's derivative reads it, z_{l+1}, in `saved` or its SavedTile. put_pair
+// is the one epilogue of both forward kernels (this file's and mlp_hopper.cuh's): a lane's pair of
+// outputs to those places and into the next layer's operand.
+template <typename T, class Net, Activation kHidden, Activation kOut, int kLayer, bool kStage>
+struct LayerOutputs {
+  using Kept = Saved<Net, kHidden, kOut>;
+  using Stage = SavedTile<T, Kept::columns()>;
+  static constexpr bool k16 = !std::is_same_v<T, float>;
+  static constexpr bool kLast = kLayer + 1 == Net::kLayers;
+  static constexpr int kWidth = Net::width(kLayer + 1);
+  static constexpr Activation kAct = kLast ? kOut : kHidden;
+  static constexpr bool kKeepZ = reads_preactivation(kAct);
+
+  bool keep, store_a, a_paired, z_paired;
+  T* a_first;
+  T* z_first;
+  int64_t a_stride, z_stride;
+
+  __device__ __forceinline__ explicit LayerOutputs(const Params<T>& p)
+      : keep(p.saved != nullptr),
+        store_a(kLast || keep),
+        a_first(kLast ? p.y : p.saved + p.output_column[kLayer + 1]),
+        z_first(keep ? p.saved + p.preactivation_column[kLayer + 1] : nullptr),
+        a_stride(kLast ? int64_t(kWidth) : p.saved_stride),
+        z_stride(p.saved_stride) {
+    a_paired = store_a && pairs_aligned(a_first, a_stride);
+    z_paired = keep && pairs_aligned(z_first, z_stride);
+  }
+
+  // Columns col, col + 1 of row `row` of the warp's tile (its rows start at row0; `in`: the row is
+  // one of the input's), z0 and z1 their values with the bias added; t and half place them in the
+  // next layer's operand.
+  template <int kNextWidth>
+  __device__ __forceinline__ void put_pair(Operand<T, kNextWidth>& next, T* stage, int64_t row0,
+                                           int row, int col, int t, int half, bool in, float z0,
+                                           float z1) const {
+    if constexpr (k16 && (kAct == Activation::kRelu || kAct == Activation::kNone)) {
+      // Rounded to T as eager's GEMM output, then clamped: both on the packed pair.
+      const uint32_t zb = pack2<T>(z0, z1);
+      const uint32_t ab = kAct == Activation::kRelu ? relu2<T>(zb) : zb;
+      if constexpr (!kLast) put_bits(next, t, half, ab);
+      if constexpr (kStage && !kLast) {
+        if (keep)
+          Stage::template write_bits<Kept::output_column(kLayer + 1), kWidth>(stage, row, col, ab);
+      } else {
+        if (store_a && in) {
+          store_pair_bits(a_first + (row0 + row) * a_stride, col, kWidth, a_paired, ab);
+        }
+      }
+    } else {
+      const float zr0 = k16 ? round_to<T>(z0) : z0, zr1 = k16 ? round_to<T>(z1) : z1;
+      const float a0 = activate<kAct>(zr0), a1 = activate<kAct>(zr1);
+      if constexpr (!kLast) put(next, t, half, a0, a1);
+      if constexpr (kStage && !kLast) {
+        if (keep)
+          Stage::template write<Kept::output_column(kLayer + 1), kWidth>(stage, row, col, a0, a1);
+      } else {
+        if (store_a && in) {
+          store_pair(a_first + (row0 + row) * a_stride, col, kWidth, a_paired, a0, a1);
+        }
+      }
+      if constexpr (kKeepZ && kStage) {
+        if (keep) {
+          Stage::template write<Kept::preactivation_column(kLayer + 1), kWidth>(stage, row, col,
+                                                                                zr0, zr1);
+        }
+      } else if constexpr (kKeepZ) {
+        if (keep && in) {
+          store_pair(z_first + (row0 + row) * z_stride, col, kWidth, z_paired, zr0, zr1);
+        }
+      }
+    }
+  }
+};
+
 // The forward: x (rows, widths[0]) -> y (rows, widths[L]), keeping `saved` when it is set; with
 // kStage, what it keeps goes through a shared tile a warp (SavedTile), out in 16-byte chunks.
 template <typename T, class Net, Activation kHidden, Activation kOut, bool kBias, bool kResident,
@@ -674,7 +777,6 @@ __global__ void __launch_bounds__(forward_warps<T, Net>() * 32, 1)
   constexpr int kWarps = forward_warps<T, Net>();
   constexpr int kInWidth = Net::width(0);
   constexpr int kMaxPadded = Net::max_padded();
-  constexpr bool k16 = !std::is_same_v<T, float>;
   using Kept = Saved<Net, kHidden, kOut>;
   using Stage = SavedTile<T, Kept::columns()>;
   using L = Layout<T, Net, kWarps, kInWidth, kStage ? Stage::kElements : 0>;
@@ -717,31 +819,12 @@ __global__ void __launch_bounds__(forward_warps<T, Net>() * 32, 1)
     const int valid = rows_from(row0);
     Operand<T, kMaxPadded> h;
     if (valid > 0) {
-      tc::cp_async_wait<0>();
-      __syncwarp();
-#pragma unroll
-      for (int t = 0; t < padded(kInWidth) / 8; ++t) {
-#pragma unroll
-        for (int half = 0; half < 2; ++half) {
-          const int row = group + 8 * half;
-          const float2 v = row < valid ? shared_pair<T, kInWidth>(buffer, row, 8 * t + 2 * quad)
-                                       : float2{0.f, 0.f};
-          put(h, t, half, v.x, v.y);
-        }
-      }
-      __syncwarp();  // every lane has read the buffer: the next tile may fill it
-      if (row0 + stride < p.rows) {
-        fetch_rows<T, kInWidth>(buffer, p.x, row0 + stride, rows_from(row0 + stride), x_aligned,
-                                lane);
-      }
+      take_input_rows<T, kInWidth>(h, buffer, p, row0, valid, stride, x_aligned, lane, rows_from);
     }
     static_for<0, Net::kLayers>([&](auto layer) {
       constexpr int l = decltype(layer)::value;
       constexpr int kK = padded(Net::width(l)), kN = padded(Net::width(l + 1));
-      constexpr int kWidth = Net::width(l + 1);
       constexpr bool kLast = l + 1 == Net::kLayers;
-      constexpr Activation kAct = kLast ? kOut : kHidden;
-      constexpr bool kKeepZ = reads_preactivation(kAct);
       if constexpr (!kResident) {
         __syncthreads();  // every warp is done with the previous layer's tile
         stage_weights<T, Net, l, false>(weights, p.weight[l]);
@@ -750,14 +833,7 @@ __global__ void __launch_bounds__(forward_warps<T, Net>() * 32, 1)
       if (valid == 0) return;
       const T* tile = weights + (kResident ? L::weight_offset(l) : 0);
       const float* bias = biases + l * kMaxPadded;
-      // Where this layer's outputs go: y for the last, else (when kept) a_{l+1} and z_{l+1}.
-      const bool keep = p.saved != nullptr;
-      T* const a_first = kLast ? p.y : p.saved + p.output_column[l + 1];
-      const int64_t a_stride = kLast ? int64_t(kWidth) : p.saved_stride;
-      T* const z_first = keep ? p.saved + p.preactivation_column[l + 1] : nullptr;
-      const bool a_paired = (kLast || keep) && pairs_aligned(a_first, a_stride);
-      const bool z_paired = keep && pairs_aligned(z_first, p.saved_stride);
-      const bool store_a = kLast || keep;
+      const LayerOutputs<T, Net, kHidden, kOut, l, kStage> out(p);
       Operand<T, kMaxPadded> next;
       warp_layer<T, kK, kN>(h, tile, lane, [&](int t, const tc::Accumulator& acc) {
         const int col = 8 * t + 2 * quad;
@@ -765,45 +841,8 @@ __global__ void __launch_bounds__(forward_warps<T, Net>() * 32, 1)
 #pragma unroll
         for (int half = 0; half < 2; ++half) {
           const int row = group + 8 * half;
-          const float z0 = acc.value[2 * half] + b.x, z1 = acc.value[2 * half + 1] + b.y;
-          const bool in = row < valid;
-          if constexpr (k16 && (kAct == Activation::kRelu || kAct == Activation::kNone)) {
-            // Rounded to T as eager's GEMM output, then clamped: both on the packed pair.
-            const uint32_t zb = pack2<T>(z0, z1);
-            const uint32_t ab = kAct == Activation::kRelu ? relu2<T>(zb) : zb;
-            if constexpr (!kLast) put_bits(next, t, half, ab);
-            if constexpr (kStage && !kLast) {
-              if (keep)
-                Stage::template write_bits<Kept::output_column(l + 1), kWidth>(stage, row, col, ab);
-            } else {
-              if (store_a && in) {
-                store_pair_bits(a_first + (row0 + row) * a_stride, col, kWidth, a_paired, ab);
-              }
-            }
-          } else {
-            const float zr0 = k16 ? round_to<T>(z0) : z0, zr1 = k16 ? round_to<T>(z1) : z1;
-            const float a0 = activate<kAct>(zr0), a1 = activate<kAct>(zr1);
-            if constexpr (!kLast) put(next, t, half, a0, a1);
-            if constexpr (kStage && !kLast) {
-              if (keep)
-                Stage::template write<Kept::output_column(l + 1), kWidth>(stage, row, col, a0, a1);
-            } else {
-              if (store_a && in) {
-                store_pair(a_first + (row0 + row) * a_stride, col, kWidth, a_paired, a0, a1);
-              }
-            }
-            if constexpr (kKeepZ && kStage) {
-              if (keep) {
-                Stage::template write<Kept::preactivation_column(l + 1), kWidth>(stage, row, col,
-                                                                                 zr0, zr1);
-              }
-            } else if constexpr (kKeepZ) {
-              if (keep && in) {
-                store_pair(z_first + (row0 + row) * p.saved_stride, col, kWidth, z_paired, zr0,
-                           zr1);
-              }
-            }
-          }
+          out.put_pair(next, stage, row0, row, col, t, half, row < valid, acc.value[2 * half] + b.x,
+                       acc.value[2 * half + 1] + b.y);
         }
       });
       if constexpr (!kLast) h = next;

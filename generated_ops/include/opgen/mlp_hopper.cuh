@@ -275,7 +275,6 @@ __global__ void OPGEN_WGMMA_LAUNCH_BOUNDS((threads<T, Net, kHidden, kOut, kStage
   constexpr int kLayers = Net::kLayers;
   constexpr int kInWidth = Net::width(0);
   constexpr int kMaxN = P::max_n();
-  constexpr bool k16 = !std::is_same_v<T, float>;
   using Kept = Saved<Net, kHidden, kOut>;
   using Stage = SavedTile<T, Kept::columns()>;
   extern __shared__ __align__(16) unsigned char shared_bytes[];
@@ -322,31 +321,12 @@ __global__ void OPGEN_WGMMA_LAUNCH_BOUNDS((threads<T, Net, kHidden, kOut, kStage
     const int valid = rows_from(row0);
     Operand<T, P::max_k()> h{};
     if (valid > 0) {
-      tc::cp_async_wait<0>();
-      __syncwarp();
-#pragma unroll
-      for (int t = 0; t < padded(kInWidth) / 8; ++t) {
-#pragma unroll
-        for (int half = 0; half < 2; ++half) {
-          const int row = group + 8 * half;
-          const float2 v = row < valid ? shared_pair<T, kInWidth>(buffer, row, 8 * t + 2 * quad)
-                                       : float2{0.f, 0.f};
-          put(h, t, half, v.x, v.y);
-        }
-      }
-      __syncwarp();  // every lane has read the buffer: the next tile may fill it
-      if (row0 + stride < p.rows) {
-        fetch_rows<T, kInWidth>(buffer, p.x, row0 + stride, rows_from(row0 + stride), x_aligned,
-                                lane);
-      }
+      take_input_rows<T, kInWidth>(h, buffer, p, row0, valid, stride, x_aligned, lane, rows_from);
     }
     static_for<0, kLayers>([&](auto layer) {
       constexpr int l = decltype(layer)::value;
       constexpr int kK = P::k_width(l), kN = P::n_width(l);
-      constexpr int kWidth = Net::width(l + 1);
       constexpr bool kLast = l + 1 == kLayers;
-      constexpr Activation kAct = kLast ? kOut : kHidden;
-      constexpr bool kKeepZ = reads_preactivation(kAct);
       // The layer's columns in two parts, each its own chain of MMAs (commit group): the second
       // part's MMAs run while the first part's epilogue does.
       constexpr int kParts = kN >= 32 ? 2 : 1, kPart = kN / kParts;
@@ -362,14 +342,7 @@ __global__ void OPGEN_WGMMA_LAUNCH_BOUNDS((threads<T, Net, kHidden, kOut, kStage
         tc::wgmma_commit();
       }
       const float* bias = biases + l * kMaxN;
-      // Where this layer's outputs go: y for the last, else (when kept) a_{l+1} and z_{l+1}.
-      const bool keep = p.saved != nullptr;
-      T* const a_first = kLast ? p.y : p.saved + p.output_column[l + 1];
-      const int64_t a_stride = kLast ? int64_t(kWidth) : p.saved_stride;
-      T* const z_first = keep ? p.saved + p.preactivation_column[l + 1] : nullptr;
-      const bool a_paired = (kLast || keep) && pairs_aligned(a_first, a_stride);
-      const bool z_paired = keep && pairs_aligned(z_first, p.saved_stride);
-      const bool store_a = kLast || keep;
+      const LayerOutputs<T, Net, kHidden, kOut, l, kStage> out(p);
       Operand<T, P::max_k()> next{};
 #pragma unroll
       for (int part = 0; part < kParts; ++part) {
@@ -395,47 +368,8 @@ __global__ void OPGEN_WGMMA_LAUNCH_BOUNDS((threads<T, Net, kHidden, kOut, kStage
 #pragma unroll
           for (int half = 0; half < 2; ++half) {
             const int row = group + 8 * half;
-            const float z0 = v[2 * half] + b.x, z1 = v[2 * half + 1] + b.y;
-            const bool in = row < valid;
-            if constexpr (k16 && (kAct == Activation::kRelu || kAct == Activation::kNone)) {
-              // Rounded to T as eager's GEMM output, then clamped: both on the packed pair.
-              const uint32_t zb = pack2<T>(z0, z1);
-              const uint32_t ab = kAct == Activation::kRelu ? relu2<T>(zb) : zb;
-              if constexpr (!kLast) put_bits(next, t, half, ab);
-              if constexpr (kStage && !kLast) {
-                if (keep)
-                  Stage::template write_bits<Kept::output_column(l + 1), kWidth>(stage, row, col,
-                                                                                 ab);
-              } else {
-                if (store_a && in) {
-                  store_pair_bits(a_first + (row0 + row) * a_stride, col, kWidth, a_paired, ab);
-                }
-              }
-            } else {
-              const float zr0 = k16 ? round_to<T>(z0) : z0, zr1 = k16 ? round_to<T>(z1) : z1;
-              const float a0 = activate<kAct>(zr0), a1 = activate<kAct>(zr1);
-              if constexpr (!kLast) put(next, t, half, a0, a1);
-              if constexpr (kStage && !kLast) {
-                if (keep)
-                  Stage::template write<Kept::output_column(l + 1), kWidth>(stage, row, col, a0,
-                                                                            a1);
-              } else {
-                if (store_a && in) {
-                  store_pair(a_first + (row0 + row) * a_stride, col, kWidth, a_paired, a0, a1);
-                }
-              }
-              if constexpr (kKeepZ && kStage) {
-                if (keep) {
-                  Stage::template write<Kept::preactivation_column(l + 1), kWidth>(stage, row, col,
-                                                                                   zr0, zr1);
-                }
-              } else if constexpr (kKeepZ) {
-                if (keep && in) {
-                  store_pair(z_first + (row0 + row) * p.saved_stride, col, kWidth, z_paired, zr0,
-                             zr1);
-                }
-              }
-            }
+            out.put_pair(next, stage, row0, row, col, t, half, row < valid, v[2 * half] + b.x,
+                         v[2 * half + 1] + b.y);
           }
         }
       }
