@@ -179,16 +179,16 @@ __device__ __forceinline__ void load_parameter(M (&v)[kPack], const W* param, in
 }
 
 // Reduces `value` over a row's threads (and, with clusters, over its blocks); every thread of
-// the row gets the same bits. With clusters the caller must wait_for_cluster_readers() before
-// the next row's reduction (row_engine::cluster_allreduce): after its stores, which overlap the
-// wait.
+// the row gets the same bits. With clusters, `published` is two slots taken in turn (`slot`: the
+// row's parity, row_engine::cluster_allreduce_alternating), and a block calls
+// row_engine::cluster_exit_barrier() once after its last row.
 template <int kThreadsPerRow, typename State, typename Combine>
 __device__ __forceinline__ State row_allreduce(State value, Combine combine, State* scratch,
-                                               State* published, int cluster_blocks) {
+                                               State* published, int slot, int cluster_blocks) {
   value = group_allreduce_with<kThreadsPerRow>(value, combine, State{}, scratch);
   if (cluster_blocks > 1) {
-    value =
-        row_engine::cluster_allreduce<Reduction<State, Combine>>(value, published, cluster_blocks);
+    value = row_engine::cluster_allreduce_alternating<Reduction<State, Combine>>(
+        value, published, slot, cluster_blocks);
   }
   return value;
 }
@@ -315,7 +315,8 @@ __global__ void __launch_bounds__(block_threads_for<kThreadsPerRow>(),
   using State = std::conditional_t<kCentered, Moments<M>, M>;
   using Combine = std::conditional_t<kCentered, MergeMoments, SumOp>;
   __shared__ State scratch[kBlockThreads / kWarpSize];
-  __shared__ State published;
+  __shared__ State published[2];  // cluster slots, taken in turn
+  int cluster_slot = 0;
   const int lane = threadIdx.x % kThreadsPerRow;
   const int row_in_block = threadIdx.x / kThreadsPerRow;
   const int rank = blockIdx.x % cluster_blocks;
@@ -353,8 +354,33 @@ __global__ void __launch_bounds__(block_threads_for<kThreadsPerRow>(),
         }
       }
     }
-    State state;
-    if constexpr (kCentered) {
+    [[maybe_unused]] State state;
+    // Rows within a warp (up to 32 threads) take the mean, then the squared deviations from it,
+    // each summed by shuffles: fewer instructions than merging Moments (three values a shuffle
+    // step, and a division where counts differ), which at short rows are a large share of a
+    // value's budget (bfloat16 LayerNorm, rows of 128: 8 threads of 16 values each, 79% of copy
+    // where RMSNorm's one sum reached 95%). Both are the two-pass variance of the row.
+    [[maybe_unused]] M warp_mean = 0;
+    [[maybe_unused]] M warp_m2 = 0;
+    if constexpr (kCentered && kThreadsPerRow <= kWarpSize) {
+      M total = 0;
+#pragma unroll
+      for (int p = 0; p < kPacks; ++p)
+#pragma unroll
+        for (int j = 0; j < kPack; ++j) total += value_of<M>(v[p], j);
+      warp_mean = warp_allreduce_with<kThreadsPerRow>(total, SumOp()) / M(a.cols);
+#pragma unroll
+      for (int p = 0; p < kPacks; ++p) {
+        if (pack_col<kPack, kThreadsPerRow>(p, lane) < slice_length) {
+#pragma unroll
+          for (int j = 0; j < kPack; ++j) {
+            const M d = value_of<M>(v[p], j) - warp_mean;
+            warp_m2 += d * d;
+          }
+        }
+      }
+      warp_m2 = warp_allreduce_with<kThreadsPerRow>(warp_m2, SumOp());
+    } else if constexpr (kCentered) {
       M total = 0;
 #pragma unroll
       for (int p = 0; p < kPacks; ++p)
@@ -387,13 +413,19 @@ __global__ void __launch_bounds__(block_threads_for<kThreadsPerRow>(),
         for (int j = 0; j < kPack; ++j) squares += value_of<M>(v[p], j) * value_of<M>(v[p], j);
       state = squares;
     }
-    state = row_allreduce<kThreadsPerRow>(state, Combine(), scratch, &published, cluster_blocks);
     M mean = 0;
     M variance;
-    if constexpr (kCentered) {
+    if constexpr (kCentered && kThreadsPerRow <= kWarpSize) {
+      mean = warp_mean;
+      variance = warp_m2 / M(a.cols);
+    } else if constexpr (kCentered) {
+      state = row_allreduce<kThreadsPerRow>(state, Combine(), scratch, published, cluster_slot,
+                                            cluster_blocks);
       mean = state.mean;
       variance = state.m2 / M(a.cols);
     } else {
+      state = row_allreduce<kThreadsPerRow>(state, Combine(), scratch, published, cluster_slot,
+                                            cluster_blocks);
       variance = state / M(a.cols);
     }
     const M rstd = M(1) / sqrt(variance + a.eps);  // sqrt, then divide: rsqrtf is 2 ulp
@@ -450,8 +482,9 @@ __global__ void __launch_bounds__(block_threads_for<kThreadsPerRow>(),
         a.rstd[row] = rstd;
       }
     }
-    if (cluster_blocks > 1) row_engine::wait_for_cluster_readers();
+    cluster_slot ^= 1;
   }
+  if (cluster_blocks > 1) row_engine::cluster_exit_barrier();
 }
 
 // Threads an SM holds in the backward, which keeps two rows' packs and the weight: 768 (at most
@@ -553,7 +586,8 @@ __global__ void __launch_bounds__(
   using State = GradSums<M>;
   using Row = BackwardRow<T, M, kResidual, kPack, kPacks>;
   __shared__ State scratch[kBlockThreads / kWarpSize];
-  __shared__ State published;
+  __shared__ State published[2];  // cluster slots, taken in turn
+  int cluster_slot = 0;
   const int lane = threadIdx.x % kThreadsPerRow;
   const int row_in_block = threadIdx.x / kThreadsPerRow;
   const int rank = blockIdx.x % cluster_blocks;
@@ -642,7 +676,8 @@ __global__ void __launch_bounds__(
         }
       }
     }
-    sums = row_allreduce<kThreadsPerRow>(sums, AddGradSums(), scratch, &published, cluster_blocks);
+    sums = row_allreduce<kThreadsPerRow>(sums, AddGradSums(), scratch, published, cluster_slot,
+                                         cluster_blocks);
     const M mean_g = kCentered ? sums.g * inv_cols : M(0);
     const M mean_g_xhat = sums.g_xhat * now.rstd * inv_cols;
     if (row_valid) {
@@ -672,8 +707,9 @@ __global__ void __launch_bounds__(
         }
       }
     }
-    if (cluster_blocks > 1) row_engine::wait_for_cluster_readers();
+    cluster_slot ^= 1;
   }
+  if (cluster_blocks > 1) row_engine::cluster_exit_barrier();
   // The block's partial row: its rows' sums, added in a fixed order.
   const bool want_weight = a.partial_dweight != nullptr;
   const bool want_bias = kCentered && a.partial_dbias != nullptr;
@@ -812,18 +848,25 @@ __global__ void __launch_bounds__(kLongRowThreads, row_engine::kMinBlocksPerSm<T
 // row wrote as many partial rows as rows (1 GB of them for float32 rows of 262144) and ran at
 // 13-28% of copy on an H200. ----
 
+// Blocks of 512 threads, two an SM where their column sums fit (kSliceSumsTargetBytes); where a
+// block's sums leave room for one block an SM (LayerNorm's two arrays at rows of 262144), blocks
+// of 1024, so that an SM still has 32 warps' loads in flight (the same 64 registers a thread):
+// with 512, ncu on an H200 saw one block an SM and DRAM at 26% of its throughput.
 constexpr int kSliceThreads = 512;
+constexpr int kWideSliceThreads = 1024;
 // Packs of each input a thread loads before it uses any.
 constexpr int kSliceBatch = 2;
 
-template <typename T, typename W, bool kCentered, bool kResidual, int kPack>
-__global__ void __launch_bounds__(kSliceThreads, 2)
+template <typename T, typename W, bool kCentered, bool kResidual, int kPack,
+          int kThreads = kSliceThreads>
+__global__ void __launch_bounds__(kThreads, 1024 / kThreads)
     backward_slices_kernel(BackwardArgs<T, W> a, int64_t slice_cols, int cluster_blocks) {
   using M = at::opmath_type<T>;
   using State = GradSums<M>;
   constexpr int kVec = kSumVec<M, kPack>;
-  __shared__ State scratch[kSliceThreads / kWarpSize];
-  __shared__ State published;
+  __shared__ State scratch[kThreads / kWarpSize];
+  __shared__ State published[2];  // cluster slots, taken in turn
+  int cluster_slot = 0;
   // The slice's column sums, in column order: dy * xhat, then (when it centers) dy.
   extern __shared__ __align__(kVectorBytes) unsigned char sums_bytes[];
   M* const dweight = reinterpret_cast<M*>(sums_bytes);
@@ -836,7 +879,7 @@ __global__ void __launch_bounds__(kSliceThreads, 2)
   const int64_t groups = gridDim.x / cluster_blocks;
   const M inv_cols = M(1) / M(a.cols);
   const bool has_dsum = kResidual && a.dsum != nullptr;
-  for (int64_t i = threadIdx.x; i < kSumArrays<kCentered> * slice_cols; i += kSliceThreads)
+  for (int64_t i = threadIdx.x; i < kSumArrays<kCentered> * slice_cols; i += kThreads)
     dweight[i] = M(0);
   __syncthreads();
   const auto weight_at = [&](int64_t p) {
@@ -849,17 +892,17 @@ __global__ void __launch_bounds__(kSliceThreads, 2)
     const M rstd = a.rstd[row];
     // Pass 1: the row's two sums.
     State sums{M(0), M(0)};
-    for (int64_t first = threadIdx.x; first < slice_packs; first += kSliceThreads * kSliceBatch) {
+    for (int64_t first = threadIdx.x; first < slice_packs; first += kThreads * kSliceBatch) {
       Raw<T, kPack> x[kSliceBatch], dy[kSliceBatch];
 #pragma unroll
       for (int b = 0; b < kSliceBatch; ++b) {
-        const int64_t p = first + b * kSliceThreads;
+        const int64_t p = first + b * kThreads;
         x[b] = load_raw<T, kPack>(a.x + offset + p * kPack, p < slice_packs);
         dy[b] = load_raw<T, kPack>(a.dy + offset + p * kPack, p < slice_packs);
       }
 #pragma unroll
       for (int b = 0; b < kSliceBatch; ++b) {
-        const int64_t p = first + b * kSliceThreads;
+        const int64_t p = first + b * kThreads;
         if (p < slice_packs) {
           const Raw<W, kPack> w = weight_at(p);
 #pragma unroll
@@ -871,16 +914,17 @@ __global__ void __launch_bounds__(kSliceThreads, 2)
         }
       }
     }
-    sums = row_allreduce<kSliceThreads>(sums, AddGradSums(), scratch, &published, cluster_blocks);
+    sums = row_allreduce<kThreads>(sums, AddGradSums(), scratch, published, cluster_slot,
+                                   cluster_blocks);
     const M mean_g = kCentered ? sums.g * inv_cols : M(0);
     const M mean_g_xhat = sums.g_xhat * rstd * inv_cols;
     // Pass 2: dx, and the column sums (each pack's slots are its thread's alone).
-    for (int64_t first = threadIdx.x; first < slice_packs; first += kSliceThreads * kSliceBatch) {
+    for (int64_t first = threadIdx.x; first < slice_packs; first += kThreads * kSliceBatch) {
       Raw<T, kPack> x[kSliceBatch], dy[kSliceBatch];
       [[maybe_unused]] Raw<T, kPack> dsum[kResidual ? kSliceBatch : 1];
 #pragma unroll
       for (int b = 0; b < kSliceBatch; ++b) {
-        const int64_t p = first + b * kSliceThreads;
+        const int64_t p = first + b * kThreads;
         x[b] = load_raw<T, kPack>(a.x + offset + p * kPack, p < slice_packs);
         dy[b] = load_raw<T, kPack>(a.dy + offset + p * kPack, p < slice_packs);
         if constexpr (kResidual)
@@ -888,7 +932,7 @@ __global__ void __launch_bounds__(kSliceThreads, 2)
       }
 #pragma unroll
       for (int b = 0; b < kSliceBatch; ++b) {
-        const int64_t p = first + b * kSliceThreads;
+        const int64_t p = first + b * kThreads;
         if (p < slice_packs) {
           const Raw<W, kPack> w = weight_at(p);
           M out[kPack];
@@ -925,11 +969,12 @@ __global__ void __launch_bounds__(kSliceThreads, 2)
         }
       }
     }
-    if (cluster_blocks > 1) row_engine::wait_for_cluster_readers();
+    cluster_slot ^= 1;
   }
+  if (cluster_blocks > 1) row_engine::cluster_exit_barrier();
   // The cluster's partial row: this block's slice of it.
   __syncthreads();
-  for (int64_t c = threadIdx.x; c < slice_length; c += kSliceThreads) {
+  for (int64_t c = threadIdx.x; c < slice_length; c += kThreads) {
     const int64_t at = group * a.cols + slice_begin + c;
     if (a.partial_dweight != nullptr) a.partial_dweight[at] = dweight[c];
     if constexpr (kCentered) {
@@ -1186,7 +1231,7 @@ constexpr size_t kSliceSumsTargetBytes = 96 * 1024;
 // The fewest cluster blocks (a power of two up to 16) whose slices' sums stay within the target,
 // else the most blocks whose sums fit at all; remembered per device and row length, as the row
 // engine's plans are (the occupancy queries take microseconds).
-template <auto kKernel, typename M, bool kCentered, int kPack>
+template <auto kKernel, typename M, bool kCentered, int kPack, int kThreads>
 SlicesPlan plan_backward_slices(int64_t cols) {
   constexpr size_t kMaxPlans = 64;
   static std::mutex mutex;
@@ -1208,8 +1253,8 @@ SlicesPlan plan_backward_slices(int64_t cols) {
     const auto resident = [&](SlicesPlan plan) {
       cudaLaunchAttribute cluster_dims;
       const row_engine::SlicePlan slices{plan.cluster_blocks, plan.slice_cols, plan.smem_bytes};
-      const cudaLaunchConfig_t config = row_engine::slices_config(
-          slices, kSliceThreads, plan.cluster_blocks, nullptr, cluster_dims);
+      const cudaLaunchConfig_t config =
+          row_engine::slices_config(slices, kThreads, plan.cluster_blocks, nullptr, cluster_dims);
       int clusters = 0;
       if (cudaOccupancyMaxActiveClusters(&clusters, kKernel, &config) != cudaSuccess) {
         (void)cudaGetLastError();  // a "no", not an error for the next launch check
@@ -1290,18 +1335,30 @@ int64_t launch_backward_with(BackwardArgs<T, W> a, cudaStream_t stream,
     }
   }
   if constexpr (kPack > 1) {
-    constexpr auto kernel = backward_slices_kernel<T, W, kCentered, kResidual, kPack>;
-    const SlicesPlan plan = plan_backward_slices<kernel, M, kCentered, kPack>(a.cols);
-    if (plan.clusters > 0) {
+    const auto launch_slices = [&](auto kernel, const SlicesPlan& plan, int threads) {
       const int64_t partials = std::min<int64_t>(plan.clusters, a.rows);
       const Partials<M> made = make_partials(partials, false);
       a.partial_dweight = made.dweight;
       a.partial_dbias = made.dbias;
       launch_grid(kernel,
                   Launch{partials * plan.cluster_blocks, plan.cluster_blocks, plan.slice_cols,
-                         kSliceThreads, plan.smem_bytes},
+                         threads, plan.smem_bytes},
                   stream, a);
       return partials;
+    };
+    constexpr auto kernel = backward_slices_kernel<T, W, kCentered, kResidual, kPack>;
+    const SlicesPlan plan =
+        plan_backward_slices<kernel, M, kCentered, kPack, kSliceThreads>(a.cols);
+    if (plan.clusters > 0) {
+      if (plan.smem_bytes > kSliceSumsTargetBytes) {
+        // One block an SM: blocks of 1024 threads (see kWideSliceThreads).
+        constexpr auto wide =
+            backward_slices_kernel<T, W, kCentered, kResidual, kPack, kWideSliceThreads>;
+        const SlicesPlan wide_plan =
+            plan_backward_slices<wide, M, kCentered, kPack, kWideSliceThreads>(a.cols);
+        if (wide_plan.clusters > 0) return launch_slices(wide, wide_plan, kWideSliceThreads);
+      }
+      return launch_slices(kernel, plan, kSliceThreads);
     }
   }
   constexpr auto kernel = backward_long_kernel<T, W, kCentered, kResidual>;
