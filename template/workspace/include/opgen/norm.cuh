@@ -179,16 +179,16 @@ __device__ __forceinline__ void load_parameter(M (&v)[kPack], const W* param, in
 }
 
 // Reduces `value` over a row's threads (and, with clusters, over its blocks); every thread of
-// the row gets the same bits. With clusters, `published` is two slots taken in turn (`slot`: the
-// row's parity, row_engine::cluster_allreduce_alternating), and a block calls
-// row_engine::cluster_exit_barrier() once after its last row.
+// the row gets the same bits. With clusters the caller must wait_for_cluster_readers() before
+// the next row's reduction (row_engine::cluster_allreduce): after its stores, which overlap the
+// wait.
 template <int kThreadsPerRow, typename State, typename Combine>
 __device__ __forceinline__ State row_allreduce(State value, Combine combine, State* scratch,
-                                               State* published, int slot, int cluster_blocks) {
+                                               State* published, int cluster_blocks) {
   value = group_allreduce_with<kThreadsPerRow>(value, combine, State{}, scratch);
   if (cluster_blocks > 1) {
-    value = row_engine::cluster_allreduce_alternating<Reduction<State, Combine>>(
-        value, published, slot, cluster_blocks);
+    value =
+        row_engine::cluster_allreduce<Reduction<State, Combine>>(value, published, cluster_blocks);
   }
   return value;
 }
@@ -315,8 +315,7 @@ __global__ void __launch_bounds__(block_threads_for<kThreadsPerRow>(),
   using State = std::conditional_t<kCentered, Moments<M>, M>;
   using Combine = std::conditional_t<kCentered, MergeMoments, SumOp>;
   __shared__ State scratch[kBlockThreads / kWarpSize];
-  __shared__ State published[2];  // cluster slots, taken in turn
-  int cluster_slot = 0;
+  __shared__ State published;
   const int lane = threadIdx.x % kThreadsPerRow;
   const int row_in_block = threadIdx.x / kThreadsPerRow;
   const int rank = blockIdx.x % cluster_blocks;
@@ -419,13 +418,11 @@ __global__ void __launch_bounds__(block_threads_for<kThreadsPerRow>(),
       mean = warp_mean;
       variance = warp_m2 / M(a.cols);
     } else if constexpr (kCentered) {
-      state = row_allreduce<kThreadsPerRow>(state, Combine(), scratch, published, cluster_slot,
-                                            cluster_blocks);
+      state = row_allreduce<kThreadsPerRow>(state, Combine(), scratch, &published, cluster_blocks);
       mean = state.mean;
       variance = state.m2 / M(a.cols);
     } else {
-      state = row_allreduce<kThreadsPerRow>(state, Combine(), scratch, published, cluster_slot,
-                                            cluster_blocks);
+      state = row_allreduce<kThreadsPerRow>(state, Combine(), scratch, &published, cluster_blocks);
       variance = state / M(a.cols);
     }
     const M rstd = M(1) / sqrt(variance + a.eps);  // sqrt, then divide: rsqrtf is 2 ulp
@@ -482,9 +479,8 @@ __global__ void __launch_bounds__(block_threads_for<kThreadsPerRow>(),
         a.rstd[row] = rstd;
       }
     }
-    cluster_slot ^= 1;
+    if (cluster_blocks > 1) row_engine::wait_for_cluster_readers();
   }
-  if (cluster_blocks > 1) row_engine::cluster_exit_barrier();
 }
 
 // Threads an SM holds in the backward, which keeps two rows' packs and the weight: 768 (at most
@@ -586,8 +582,7 @@ __global__ void __launch_bounds__(
   using State = GradSums<M>;
   using Row = BackwardRow<T, M, kResidual, kPack, kPacks>;
   __shared__ State scratch[kBlockThreads / kWarpSize];
-  __shared__ State published[2];  // cluster slots, taken in turn
-  int cluster_slot = 0;
+  __shared__ State published;
   const int lane = threadIdx.x % kThreadsPerRow;
   const int row_in_block = threadIdx.x / kThreadsPerRow;
   const int rank = blockIdx.x % cluster_blocks;
@@ -676,8 +671,7 @@ __global__ void __launch_bounds__(
         }
       }
     }
-    sums = row_allreduce<kThreadsPerRow>(sums, AddGradSums(), scratch, published, cluster_slot,
-                                         cluster_blocks);
+    sums = row_allreduce<kThreadsPerRow>(sums, AddGradSums(), scratch, &published, cluster_blocks);
     const M mean_g = kCentered ? sums.g * inv_cols : M(0);
     const M mean_g_xhat = sums.g_xhat * now.rstd * inv_cols;
     if (row_valid) {
@@ -707,9 +701,8 @@ __global__ void __launch_bounds__(
         }
       }
     }
-    cluster_slot ^= 1;
+    if (cluster_blocks > 1) row_engine::wait_for_cluster_readers();
   }
-  if (cluster_blocks > 1) row_engine::cluster_exit_barrier();
   // The block's partial row: its rows' sums, added in a fixed order.
   const bool want_weight = a.partial_dweight != nullptr;
   const bool want_bias = kCentered && a.partial_dbias != nullptr;
@@ -848,25 +841,18 @@ __global__ void __launch_bounds__(kLongRowThreads, row_engine::kMinBlocksPerSm<T
 // row wrote as many partial rows as rows (1 GB of them for float32 rows of 262144) and ran at
 // 13-28% of copy on an H200. ----
 
-// Blocks of 512 threads, two an SM where their column sums fit (kSliceSumsTargetBytes); where a
-// block's sums leave room for one block an SM (LayerNorm's two arrays at rows of 262144), blocks
-// of 1024, so that an SM still has 32 warps' loads in flight (the same 64 registers a thread):
-// with 512, ncu on an H200 saw one block an SM and DRAM at 26% of its throughput.
 constexpr int kSliceThreads = 512;
-constexpr int kWideSliceThreads = 1024;
 // Packs of each input a thread loads before it uses any.
 constexpr int kSliceBatch = 2;
 
-template <typename T, typename W, bool kCentered, bool kResidual, int kPack,
-          int kThreads = kSliceThreads>
-__global__ void __launch_bounds__(kThreads, 1024 / kThreads)
+template <typename T, typename W, bool kCentered, bool kResidual, int kPack>
+__global__ void __launch_bounds__(kSliceThreads, 2)
     backward_slices_kernel(BackwardArgs<T, W> a, int64_t slice_cols, int cluster_blocks) {
   using M = at::opmath_type<T>;
   using State = GradSums<M>;
   constexpr int kVec = kSumVec<M, kPack>;
-  __shared__ State scratch[kThreads / kWarpSize];
-  __shared__ State published[2];  // cluster slots, taken in turn
-  int cluster_slot = 0;
+  __shared__ State scratch[kSliceThreads / kWarpSize];
+  __shared__ State published;
   // The slice's column sums, in column order: dy * xhat, then (when it centers) dy.
   extern __shared__ __align__(kVectorBytes) unsigned char sums_bytes[];
   M* const dweight = reinterpret_cast<M*>(sums_bytes);
@@ -879,7 +865,7 @@ __global__ void __launch_bounds__(kThreads, 1024 / kThreads)
   const int64_t groups = gridDim.x / cluster_blocks;
   const M inv_cols = M(1) / M(a.cols);
   const bool has_dsum = kResidual && a.dsum != nullptr;
-  for (int64_t i = threadIdx.x; i < kSumArrays<kCentered> * slice_cols; i += kThreads)
+  for (int64_t i = threadIdx.x; i < kSumArrays<kCentered> * slice_cols; i += kSliceThreads)
     dweight[i] = M(0);
   __syncthreads();
   const auto weight_at = [&](int64_t p) {
@@ -892,17 +878,17 @@ __global__ void __launch_bounds__(kThreads, 1024 / kThreads)
     const M rstd = a.rstd[row];
     // Pass 1: the row's two sums.
     State sums{M(0), M(0)};
-    for (int64_t first = threadIdx.x; first < slice_packs; first += kThreads * kSliceBatch) {
+    for (int64_t first = threadIdx.x; first < slice_packs; first += kSliceThreads * kSliceBatch) {
       Raw<T, kPack> x[kSliceBatch], dy[kSliceBatch];
 #pragma unroll
       for (int b = 0; b < kSliceBatch; ++b) {
-        const int64_t p = first + b * kThreads;
+        const int64_t p = first + b * kSliceThreads;
         x[b] = load_raw<T, kPack>(a.x + offset + p * kPack, p < slice_packs);
         dy[b] = load_raw<T, kPack>(a.dy + offset + p * kPack, p < slice_packs);
       }
 #pragma unroll
       for (int b = 0; b < kSliceBatch; ++b) {
-        const int64_t p = first + b * kThreads;
+        const int64_t p = first + b * kSliceThreads;
         if (p < slice_packs) {
           const Raw<W, kPack> w = weight_at(p);
 #pragma unroll
@@ -914,17 +900,16 @@ __global__ void __launch_bounds__(kThreads, 1024 / kThreads)
         }
       }
     }
-    sums = row_allreduce<kThreads>(sums, AddGradSums(), scratch, published, cluster_slot,
-                                   cluster_blocks);
+    sums = row_allreduce<kSliceThreads>(sums, AddGradSums(), scratch, &published, cluster_blocks);
     const M mean_g = kCentered ? sums.g * inv_cols : M(0);
     const M mean_g_xhat = sums.g_xhat * rstd * inv_cols;
     // Pass 2: dx, and the column sums (each pack's slots are its thread's alone).
-    for (int64_t first = threadIdx.x; first < slice_packs; first += kThreads * kSliceBatch) {
+    for (int64_t first = threadIdx.x; first < slice_packs; first += kSliceThreads * kSliceBatch) {
       Raw<T, kPack> x[kSliceBatch], dy[kSliceBatch];
       [[maybe_unused]] Raw<T, kPack> dsum[kResidual ? kSliceBatch : 1];
 #pragma unroll
       for (int b = 0; b < kSliceBatch; ++b) {
-        const int64_t p = first + b * kThreads;
+        const int64_t p = first + b * kSliceThreads;
         x[b] = load_raw<T, kPack>(a.x + offset + p * kPack, p < slice_packs);
         dy[b] = load_raw<T, kPack>(a.dy + offset + p * kPack, p < slice_packs);
         if constexpr (kResidual)
@@ -932,7 +917,7 @@ __global__ void __launch_bounds__(kThreads, 1024 / kThreads)
       }
 #pragma unroll
       for (int b = 0; b < kSliceBatch; ++b) {
-        const int64_t p = first + b * kThreads;
+        const int64_t p = first + b * kSliceThreads;
         if (p < slice_packs) {
           const Raw<W, kPack> w = weight_at(p);
           M out[kPack];
@@ -969,12 +954,11 @@ __global__ void __launch_bounds__(kThreads, 1024 / kThreads)
         }
       }
     }
-    cluster_slot ^= 1;
+    if (cluster_blocks > 1) row_engine::wait_for_cluster_readers();
   }
-  if (cluster_blocks > 1) row_engine::cluster_exit_barrier();
   // The cluster's partial row: this block's slice of it.
   __syncthreads();
-  for (int64_t c = threadIdx.x; c < slice_length; c += kThreads) {
+  for (int64_t c = threadIdx.x; c < slice_length; c += kSliceThreads) {
     const int64_t at = group * a.cols + slice_begin + c;
     if (a.partial_dweight != nullptr) a.partial_dweight[at] = dweight[c];
     if constexpr (kCentered) {
@@ -1231,7 +1215,7 @@ constexpr size_t kSliceSumsTargetBytes = 96 * 1024;
 // The fewest cluster blocks (a power of two up to 16) whose slices' sums stay within the target,
 // else the most blocks whose sums fit at all; remembered per device and row length, as the row
 // engine's plans are (the occupancy queries take microseconds).
-template <auto kKernel, typename M, bool kCentered, int kPack, int kThreads>
+template <auto kKernel, typename M, bool kCentered, int kPack>
 SlicesPlan plan_backward_slices(int64_t cols) {
   constexpr size_t kMaxPlans = 64;
   static std::mutex mutex;
@@ -1253,8 +1237,8 @@ SlicesPlan plan_backward_slices(int64_t cols) {
     const auto resident = [&](SlicesPlan plan) {
       cudaLaunchAttribute cluster_dims;
       const row_engine::SlicePlan slices{plan.cluster_blocks, plan.slice_cols, plan.smem_bytes};
-      const cudaLaunchConfig_t config =
-          row_engine::slices_config(slices, kThreads, plan.cluster_blocks, nullptr, cluster_dims);
+      const cudaLaunchConfig_t config = row_engine::slices_config(
+          slices, kSliceThreads, plan.cluster_blocks, nullptr, cluster_dims);
       int clusters = 0;
       if (cudaOccupancyMaxActiveClusters(&clusters, kKernel, &config) != cudaSuccess) {
         (void)cudaGetLastError();  // a "no", not an error for the next launch check
@@ -1335,30 +1319,18 @@ int64_t launch_backward_with(BackwardArgs<T, W> a, cudaStream_t stream,
     }
   }
   if constexpr (kPack > 1) {
-    const auto launch_slices = [&](auto kernel, const SlicesPlan& plan, int threads) {
+    constexpr auto kernel = backward_slices_kernel<T, W, kCentered, kResidual, kPack>;
+    const SlicesPlan plan = plan_backward_slices<kernel, M, kCentered, kPack>(a.cols);
+    if (plan.clusters > 0) {
       const int64_t partials = std::min<int64_t>(plan.clusters, a.rows);
       const Partials<M> made = make_partials(partials, false);
       a.partial_dweight = made.dweight;
       a.partial_dbias = made.dbias;
       launch_grid(kernel,
                   Launch{partials * plan.cluster_blocks, plan.cluster_blocks, plan.slice_cols,
-                         threads, plan.smem_bytes},
+                         kSliceThreads, plan.smem_bytes},
                   stream, a);
       return partials;
-    };
-    constexpr auto kernel = backward_slices_kernel<T, W, kCentered, kResidual, kPack>;
-    const SlicesPlan plan =
-        plan_backward_slices<kernel, M, kCentered, kPack, kSliceThreads>(a.cols);
-    if (plan.clusters > 0) {
-      if (plan.smem_bytes > kSliceSumsTargetBytes) {
-        // One block an SM: blocks of 1024 threads (see kWideSliceThreads).
-        constexpr auto wide =
-            backward_slices_kernel<T, W, kCentered, kResidual, kPack, kWideSliceThreads>;
-        const SlicesPlan wide_plan =
-            plan_backward_slices<wide, M, kCentered, kPack, kWideSliceThreads>(a.cols);
-        if (wide_plan.clusters > 0) return launch_slices(wide, wide_plan, kWideSliceThreads);
-      }
-      return launch_slices(kernel, plan, kSliceThreads);
     }
   }
   constexpr auto kernel = backward_long_kernel<T, W, kCentered, kResidual>;

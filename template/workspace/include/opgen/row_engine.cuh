@@ -278,39 +278,6 @@ __device__ __forceinline__ void wait_for_cluster_readers() {
 #endif
 }
 
-// cluster_allreduce for blocks that reduce row after row with their cluster: each block publishes
-// in two slots taken in turn (`slot`, the row's parity), so a block needs no second barrier
-// before it publishes again. A block publishing row i + 2's State in row i's slot has passed row
-// i + 1's barrier, which each block reaches only after it read row i's States. One barrier a row,
-// not a barrier and a wait for the readers (the wait for the cluster's slowest block is the one
-// that costs); cluster_exit_barrier() before a block exits, as others may still read its last
-// State.
-template <typename Fn, typename State>
-__device__ __forceinline__ State cluster_allreduce_alternating(State state, State* published,
-                                                               int slot, int cluster_blocks) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  namespace cg = cooperative_groups;
-  const cg::cluster_group cluster = cg::this_cluster();
-  if (threadIdx.x == 0) published[slot] = state;
-  cluster.sync();
-  const int lane = threadIdx.x % kWarpSize;
-  const State part =
-      lane < cluster_blocks ? *cluster.map_shared_rank(published + slot, lane) : Fn::identity();
-  state = warp_allreduce_with(part, typename Fn::Combine());
-#else
-  (void)published;
-  (void)slot;
-  (void)cluster_blocks;
-#endif
-  return state;
-}
-
-__device__ __forceinline__ void cluster_exit_barrier() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  cooperative_groups::this_cluster().sync();
-#endif
-}
-
 // ---- Longer rows: a block, or a cluster of blocks, per row, in registers and shared memory. ----
 
 constexpr int kRowBlockThreads = 256;
