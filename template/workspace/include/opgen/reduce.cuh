@@ -146,32 +146,91 @@ struct MergeMaxExpSum {
 // ---- Deterministic column sums of partial rows ----
 // Kernels that reduce over rows in parallel (the norms' weight and bias gradients, the linear
 // layout's bias gradient) write one partial row per block, in Acc, and this second pass adds
-// them: out[c] = the sum of partial[p][c] over p, always in the same order, so the same inputs
-// give the same bits (no float atomics). 16 lanes of a block each take every 16th partial row of
-// 32 columns, then lane 0 adds the 16 lane totals in lane order.
+// them: out[c] = the sum of partial[p][c] over p, in an order fixed by the number of partial
+// rows, so the same inputs give the same bits (no float atomics). A block's threads are `lanes`
+// lanes of column threads, each column thread taking kVec adjacent columns (one 16-byte load
+// where the rows allow it); lane l adds partial rows l, l + lanes, ... in order, then lane 0 adds
+// the lanes' totals in lane order. The lanes (a power of two, up to 64) grow with the partial
+// rows, about 8 loads a lane at the least: a norm's short rows leave hundreds of partial rows of
+// few columns, its long rows a dozen of 2^18 columns. (Fixed 16 lanes of 32 columns ran rows of
+// 1024 on 32 blocks, and left 14 of the 16 lanes idle at rows of 262144.) One launch adds up to
+// two gradients' partial rows of the same shape (blockIdx.y): a norm's weight and bias.
 
-constexpr int kSumPartialsCols = 32;
-constexpr int kSumPartialsLanes = 16;
+constexpr int kSumPartialsThreads = 256;
+constexpr int kSumPartialsMaxLanes = 64;
 
 template <typename W, typename Acc>
-__global__ void __launch_bounds__(kSumPartialsCols* kSumPartialsLanes)
-    sum_partials_kernel(W* __restrict__ out, const Acc* __restrict__ partial, int64_t partials,
-                        int64_t cols) {
-  __shared__ Acc totals[kSumPartialsLanes][kSumPartialsCols];
-  const int64_t col = int64_t{blockIdx.x} * kSumPartialsCols + threadIdx.x;
-  Acc total = 0;
+struct PartialRows {
+  W* out;              // cols values
+  const Acc* partial;  // partials x cols, row-major; may be null where partials is 0
+};
+
+template <typename Acc, int kVec>
+struct alignas(sizeof(Acc) * kVec) AccVec {
+  Acc value[kVec];
+};
+
+template <typename W, typename Acc, int kVec>
+__global__ void __launch_bounds__(kSumPartialsThreads)
+    sum_partials_kernel(PartialRows<W, Acc> first, PartialRows<W, Acc> second, int64_t partials,
+                        int64_t cols, int lanes) {
+  __shared__ Acc totals[kSumPartialsThreads * kVec];
+  const PartialRows<W, Acc> rows = blockIdx.y == 0 ? first : second;
+  const int col_threads = kSumPartialsThreads / lanes;
+  const int lane = threadIdx.x / col_threads;
+  const int col_thread = threadIdx.x % col_threads;
+  const int64_t col = (int64_t{blockIdx.x} * col_threads + col_thread) * kVec;
+  Acc total[kVec];
+#pragma unroll
+  for (int i = 0; i < kVec; ++i) total[i] = Acc(0);
   if (col < cols) {
     // Unrolled so that several loads are in flight; the adds keep their order.
-#pragma unroll 8
-    for (int64_t p = threadIdx.y; p < partials; p += kSumPartialsLanes)
-      total += partial[p * cols + col];
-  }
-  totals[threadIdx.y][threadIdx.x] = total;
-  __syncthreads();
-  if (threadIdx.y == 0 && col < cols) {
+#pragma unroll 4
+    for (int64_t p = lane; p < partials; p += lanes) {
+      const auto loaded =
+          *reinterpret_cast<const AccVec<Acc, kVec>*>(rows.partial + p * cols + col);
 #pragma unroll
-    for (int lane = 1; lane < kSumPartialsLanes; ++lane) total += totals[lane][threadIdx.x];
-    out[col] = static_cast<W>(total);
+      for (int i = 0; i < kVec; ++i) total[i] += loaded.value[i];
+    }
+  }
+#pragma unroll
+  for (int i = 0; i < kVec; ++i) totals[i * kSumPartialsThreads + threadIdx.x] = total[i];
+  __syncthreads();
+  if (lane == 0 && col < cols) {
+    for (int l = 1; l < lanes; ++l) {
+#pragma unroll
+      for (int i = 0; i < kVec; ++i)
+        total[i] += totals[i * kSumPartialsThreads + l * col_threads + col_thread];
+    }
+    // kVec > 1 only where cols is a multiple of it: every column here is in the row.
+#pragma unroll
+    for (int i = 0; i < kVec; ++i) rows.out[col + i] = static_cast<W>(total[i]);
+  }
+}
+
+// Each of `count` (1 or 2) gradients' out = its partial rows summed over rows, on `stream`.
+template <typename W, typename Acc>
+void sum_partials_of(const PartialRows<W, Acc>* sums, int count, int64_t partials, int64_t cols,
+                     cudaStream_t stream) {
+  if (cols == 0 || count == 0) return;
+  int lanes = 1;
+  while (lanes < kSumPartialsMaxLanes && int64_t{lanes} * 8 <= partials) lanes *= 2;
+  constexpr int kVec = 16 / sizeof(Acc) > 0 ? static_cast<int>(16 / sizeof(Acc)) : 1;
+  bool vectors = cols % kVec == 0;
+  for (int i = 0; i < count; ++i)
+    vectors = vectors && reinterpret_cast<uintptr_t>(sums[i].partial) % 16 == 0;
+  const PartialRows<W, Acc> second = sums[count > 1 ? 1 : 0];
+  const int64_t col_threads = kSumPartialsThreads / lanes;
+  const auto launch = [&](auto kernel, int vec) {
+    const int64_t blocks = (cols + col_threads * vec - 1) / (col_threads * vec);
+    kernel<<<dim3(static_cast<unsigned>(blocks), static_cast<unsigned>(count)), kSumPartialsThreads,
+             0, stream>>>(sums[0], second, partials, cols, lanes);
+    OPGEN_CHECK_LAUNCH();
+  };
+  if (vectors) {
+    launch(sum_partials_kernel<W, Acc, kVec>, kVec);
+  } else {
+    launch(sum_partials_kernel<W, Acc, 1>, 1);
   }
 }
 
@@ -179,12 +238,16 @@ __global__ void __launch_bounds__(kSumPartialsCols* kSumPartialsLanes)
 // on `stream`. partial may be null where partials is 0 (out is then zeros).
 template <typename W, typename Acc>
 void sum_partials(W* out, const Acc* partial, int64_t partials, int64_t cols, cudaStream_t stream) {
-  if (cols == 0) return;
-  const int64_t blocks = (cols + kSumPartialsCols - 1) / kSumPartialsCols;
-  sum_partials_kernel<W, Acc>
-      <<<static_cast<unsigned>(blocks), dim3(kSumPartialsCols, kSumPartialsLanes), 0, stream>>>(
-          out, partial, partials, cols);
-  OPGEN_CHECK_LAUNCH();
+  const PartialRows<W, Acc> sums[] = {{out, partial}};
+  sum_partials_of(sums, 1, partials, cols, stream);
+}
+
+// The same for two gradients of one shape and dtype (a norm's weight and bias), in one launch.
+template <typename W, typename Acc>
+void sum_partials(W* out, const Acc* partial, W* second_out, const Acc* second_partial,
+                  int64_t partials, int64_t cols, cudaStream_t stream) {
+  const PartialRows<W, Acc> sums[] = {{out, partial}, {second_out, second_partial}};
+  sum_partials_of(sums, 2, partials, cols, stream);
 }
 
 }  // namespace opgen

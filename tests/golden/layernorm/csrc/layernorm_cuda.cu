@@ -175,6 +175,20 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> layernorm_backward_cuda(
                                     partials, cols, stream);
               });
         };
+        if (want_weight && want_bias && grad_weight.scalar_type() == grad_bias.scalar_type() &&
+            cols > 0) {
+          // Both gradients in one launch.
+          AT_DISPATCH_FLOATING_TYPES_AND2(
+              at::kHalf, at::kBFloat16, grad_weight.scalar_type(), "layernorm_sum_partials", [&] {
+                opgen::sum_partials(
+                    grad_weight.mutable_data_ptr<scalar_t>(),
+                    partial_weight.defined() ? partial_weight.const_data_ptr<M>() : nullptr,
+                    grad_bias.mutable_data_ptr<scalar_t>(),
+                    partial_bias.defined() ? partial_bias.const_data_ptr<M>() : nullptr, partials,
+                    cols, stream);
+              });
+          return;
+        }
         if (want_weight) finish(grad_weight, partial_weight);
         if (want_bias) finish(grad_bias, partial_bias);
       });
