@@ -260,6 +260,18 @@ class TestMlpTwo(GradientSuite, SeveralTensorsSuite):
             torch.backends.cuda.matmul.allow_tf32 = previous
         assert_close(got, expected, {torch.float32: (2e-2, 2e-2)}, dtype=torch.float32)
 
+    @on_cuda
+    def test_backward_misaligned_16bit(self, device: str) -> None:
+        # bfloat16 x one element past 16 bytes, over several blocks and a partial last tile: the
+        # backward reads x's rows for the weight gradients (where it sums them in the kernel) with
+        # plain loads, not 16-byte copies.
+        arguments = self.arguments((3000, 1), torch.bfloat16, device)
+        buffer = torch.empty(arguments["x"].numel() + 1, dtype=torch.bfloat16, device=device)
+        x = buffer[1:].view(arguments["x"].shape)
+        x.copy_(arguments["x"])
+        arguments["x"] = x
+        self.check_gradients(arguments, torch.bfloat16)
+
 
 if __name__ == "__main__":
     TestMlpTwo().exercise_kernel_paths()  # what test_clean_under_compute_sanitizer runs
