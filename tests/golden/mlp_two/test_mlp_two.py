@@ -65,7 +65,7 @@ class TestMlpTwo(GradientSuite, SeveralTensorsSuite):
     op = staticmethod(mlp_two)
     reference = staticmethod(reference_mlp_two)
     module = MlpTwo
-    uses_cublas = True  # the weight gradients (and float64, exact float32) are cuBLAS GEMMs
+    uses_cublas = True  # weight gradients the backward kernel does not sum (float32, float64, big nets) are cuBLAS
     # x's leading shape (its last dimension is always the input width): one row, a few, one past a
     # warp's 16 rows and a block's 128 (partly filled tiles), several leading dimensions.
     shapes = ((1,), (3, 1), (17, 1), (2, 129, 1))
