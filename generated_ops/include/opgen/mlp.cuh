@@ -28,9 +28,12 @@
 //
 // The backward kernel reads what the forward kept (opgen/mlp.h: each hidden output and, for GELU
 // and SiLU, the pre-activations), carries the gradient from the output to x through the
-// transposed weights the same way, and writes x's gradient and each layer's pre-activation
-// gradient; the weight and bias gradients are then GEMMs and sums over rows (ATen, in a fixed
-// order: deterministic, no atomics).
+// transposed weights the same way, and writes x's gradient and, per block, the column sums of
+// each layer's pre-activation gradient G_l (the bias gradients, added across blocks in block
+// order). For 16-bit types, where its tiles fit (FusedPlan), it also adds each block's rows into
+// the weight gradients G_l^T a_{l-1} on tensor cores (WeightGrads), one partial per block summed
+// in block order, and no G_l leaves the chip; elsewhere it writes every G_l and the weight
+// gradients are one cuBLAS GEMM a layer. Deterministic throughout: fixed orders, no atomics.
 #pragma once
 
 #include <c10/util/BFloat16.h>
@@ -271,8 +274,9 @@ struct Params {
   // backward only
   const T* grad_out;
   T* grad_x;
-  T* grad_pre[9];       // G_l (l = 1 .. L): layer l's pre-activation gradient, (rows, widths[l])
-  float* bias_partial;  // per block, the column sums of every G_l (BiasSums); null without bias
+  T* grad_pre[9];         // G_l (l = 1 .. L): layer l's pre-activation gradient, (rows, widths[l])
+  float* bias_partial;    // per block, the column sums of every G_l (BiasSums); null without bias
+  float* weight_partial;  // per block, its share of every dW_l (WeightGrads); fused kernel only
 };
 
 constexpr int kRowsPerWarp = 16;  // one m16 tile: each warp carries 16 rows through the network
@@ -289,6 +293,13 @@ __host__ __device__ constexpr int forward_warps() {
 template <typename T>
 __host__ __device__ constexpr int backward_warps() {
   return sizeof(T) == 2 ? 12 : 8;
+}
+// With the weight gradients in the kernel (WeightGrads), 8: each warp also keeps its share of the
+// dW accumulators and two G tiles and an x tile in shared memory.
+constexpr int kFusedWarps = 8;
+template <typename T, bool kWeights>
+__host__ __device__ constexpr int backward_kernel_warps() {
+  return kWeights ? kFusedWarps : backward_warps<T>();
 }
 
 // Shared memory: the weights' tiles (all layers, or the widest one when streaming), the biases
@@ -533,6 +544,167 @@ struct BiasSums {
   __host__ __device__ static constexpr int columns() { return offset(Net::kLayers + 1); }
 };
 
+// A dense tile of 16-bit values in shared memory, rows kPitch elements apart, as tensor_core.cuh's
+// fragment loads address it (their Tile::offset): for tiles whose rows are whole 16-byte chunks
+// and 8 elements longer than what is read of them (the eight row addresses of an ldmatrix then
+// fall in different banks).
+template <typename T, int kPitch>
+struct PitchedTile {
+  using Element = T;
+  __host__ __device__ static constexpr int offset(int row, int col) { return row * kPitch + col; }
+};
+
+// A width rounded up to whole 16-column MMA tiles.
+__host__ __device__ constexpr int round16(int width) {
+  return (width + 15) / 16 * 16;
+}
+
+// The weight gradients inside the backward kernel (16-bit types): dW_l = G_l^T in_l, with in_0 = x
+// and in_l = a_l (what the forward kept), summed over rows. Each warp writes its 16 rows of G_l
+// into a shared tile (two, alternating by layer) and, for the first layer, stages its rows of x;
+// after a __syncthreads every warp adds the block's rows (K = 16 a warp, in warp order) into its
+// own share of the dW tiles: 16 x 16 units (two m16n8k16 accumulators), unit u to warp
+// u % kWarps, on tensor cores reading G_l (ldmatrix.trans: G^T is the A operand) and in_l
+// (ldmatrix.trans: the B operand) from the warps' tiles. The float accumulators stay in registers
+// through the persistent loop; at the end each block writes one partial (every layer's
+// round16(out) x round16(in) matrix), which weight_gradient_kernel adds up in block order. A fixed
+// order throughout and no atomics: deterministic. G_l never goes to global memory.
+template <typename T, class Net, Activation kHidden, Activation kOut, int kWarps>
+struct WeightGrads {
+  using Kept = Saved<Net, kHidden, kOut>;
+  using Tiles = SavedTile<T, Kept::columns()>;
+  static constexpr int kLayers = Net::kLayers;
+  __host__ __device__ static constexpr int g_pitch() {
+    int most = 0;
+    for (int l = 1; l <= kLayers; ++l)
+      most = round16(Net::width(l)) > most ? round16(Net::width(l)) : most;
+    return most + 8;
+  }
+  static constexpr int kGPitch = g_pitch();
+  static constexpr int kXPitch = round16(Net::width(0)) + 8;
+  static constexpr int kGElements = kRowsPerWarp * kGPitch;
+  static constexpr int kXElements = kRowsPerWarp * kXPitch;
+  static constexpr int kElements = 2 * kGElements + kXElements;  // a warp's: two G tiles, x
+  // Layer l (0-based: widths[l] -> widths[l + 1]) has units(l) units, the first unit_start(l).
+  __host__ __device__ static constexpr int units(int l) {
+    return round16(Net::width(l + 1)) / 16 * (round16(Net::width(l)) / 16);
+  }
+  __host__ __device__ static constexpr int unit_start(int l) {
+    int u = 0;
+    for (int i = 0; i < l; ++i) u += units(i);
+    return u;
+  }
+  static constexpr int kUnits = unit_start(kLayers);
+  static constexpr int kPerWarp = (kUnits + kWarps - 1) / kWarps;
+  // A block's partial: layer l's round16(out) x round16(in) floats at partial_offset(l).
+  __host__ __device__ static constexpr int64_t partial_offset(int l) {
+    int64_t o = 0;
+    for (int i = 0; i < l; ++i) o += int64_t(units(i)) * 256;
+    return o;
+  }
+  __host__ __device__ static constexpr int64_t columns() { return partial_offset(kLayers); }
+  // Where the fused weight gradients apply: 16-bit types, what the forward kept in shared tiles
+  // (kSavedTiles > 0), each a_l starting on a 16-byte chunk of its tile row with its round16
+  // columns inside the row, and at most 8 units (64 accumulator floats) a thread.
+  __host__ __device__ static constexpr bool usable(int saved_tiles) {
+    bool fits = sizeof(T) == 2 && saved_tiles > 0 && Tiles::kUsable && kPerWarp <= 8;
+    for (int l = 1; l < kLayers; ++l) {
+      fits = fits && Kept::output_column(l) % 8 == 0 &&
+             Kept::output_column(l) + round16(Net::width(l)) <= Tiles::kPitch;
+    }
+    return fits;
+  }
+
+  // Rows row0 .. row0 + valid - 1 of x (rows, widths[0]) into a warp's x tile, rows past `valid`
+  // zero (their G rows are zero too, but a stale value times zero could be a NaN): cp.async in
+  // 16-byte chunks where x's rows are whole chunks and x is aligned, plain loads otherwise.
+  __device__ __forceinline__ static void fetch_x(T* tile, const T* x, int64_t row0, int valid,
+                                                 bool aligned, int lane) {
+    constexpr int kCols = Net::width(0);
+    constexpr int kVec = 8;
+    const T* first = x + row0 * kCols;
+    if (kCols % kVec == 0 && aligned) {
+      const uint32_t to = tc::shared_address(tile);
+      constexpr int kChunks = kCols / kVec;
+      for (int i = lane; i < valid * kChunks; i += 32) {
+        const int r = i / kChunks, c = i - r * kChunks;
+        tc::cp_async_16(to + (r * kXPitch + c * kVec) * sizeof(T), first + r * kCols + c * kVec,
+                        true);
+      }
+    } else {
+      for (int i = lane; i < valid * kCols; i += 32) {
+        const int r = i / kCols;
+        tile[r * kXPitch + (i - r * kCols)] = first[i];
+      }
+    }
+    for (int i = valid * kXPitch + lane; i < kRowsPerWarp * kXPitch; i += 32) {
+      tile[i] = static_cast<T>(0.f);
+    }
+    tc::cp_async_commit();
+  }
+
+  // Columns col, col + 1 (col even) of row `row` of G_l into a G tile, where they lie within the
+  // layer's round16 columns (zero past its width: the padded weights give zero there).
+  template <int kWidth>
+  __device__ __forceinline__ static void write_g(T* tile, int row, int col, float lo, float hi) {
+    if (col < round16(kWidth)) {
+      *reinterpret_cast<uint32_t*>(tile + row * kGPitch + col) = pack2<T>(lo, hi);
+    }
+  }
+
+  // Layer l's share of this warp: for each of its units in layer l, the block's rows (each
+  // warp's 16, in warp order; warps without rows skipped). `g_of(w)` is warp w's G tile of this
+  // layer, `in_of(w)` its in_l rows (x tile, or the saved tile at a_l's column).
+  template <int l, int kInPitch, class GOf, class InOf>
+  __device__ __forceinline__ static void accumulate(tc::Accumulator (&acc)[kPerWarp][2], int warp,
+                                                    int live_warps, GOf&& g_of, InOf&& in_of,
+                                                    int lane) {
+    using GTile = PitchedTile<T, kGPitch>;
+    using InTile = PitchedTile<T, kInPitch>;
+    constexpr int kNUnits = round16(Net::width(l)) / 16;
+#pragma unroll
+    for (int j = 0; j < kPerWarp; ++j) {
+      const int u = warp + kWarps * j - unit_start(l);
+      if (u >= 0 && u < units(l)) {
+        const int m0 = u / kNUnits * 16, n0 = u % kNUnits * 16;
+#pragma unroll 1
+        for (int w = 0; w < live_warps; ++w) {
+          tc::FragmentA a;
+          tc::FragmentB b0, b1;
+          tc::load_a16<GTile, true>(a, g_of(w), 0, m0, lane);
+          tc::load_b16_pair<InTile, true>(b0, b1, in_of(w), 0, n0, lane);
+          tc::Mma<T>::run(acc[j][0], a, b0);
+          tc::Mma<T>::run(acc[j][1], a, b1);
+        }
+      }
+    }
+  }
+
+  // The warp's units out to the block's partial.
+  __device__ __forceinline__ static void write_partial(const tc::Accumulator (&acc)[kPerWarp][2],
+                                                       float* partial, int warp, int lane) {
+#pragma unroll
+    for (int j = 0; j < kPerWarp; ++j) {
+      const int unit = warp + kWarps * j;
+      if (unit >= kUnits) continue;
+      int l = 0;
+      while (l + 1 < kLayers && unit >= unit_start(l + 1)) ++l;
+      const int u = unit - unit_start(l);
+      const int ld = round16(Net::width(l));
+      const int m0 = u / (ld / 16) * 16, n0 = u % (ld / 16) * 16;
+      float* const at = partial + partial_offset(l);
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+          const tc::FragmentCoord c = tc::accumulator_coord(lane, i);
+          at[(m0 + c.row) * ld + n0 + 8 * h + c.col] = acc[j][h].value[i];
+        }
+      }
+    }
+  }
+};
+
 // What the backward kernel keeps in shared memory, the most that fits: with every weight
 // resident, for 16-bit types an OutTile a warp (kStage), then as many saved tiles (kTiles: 2, the
 // next tile's rows of what the forward kept arrive while this one's are read; 1, once this one's
@@ -552,6 +724,27 @@ struct BackwardPlan {
     return Shared<1, kStage>::bytes(true) <= kSharedBudget ? 1 : 0;
   }
   static constexpr int kTiles = tiles();
+};
+
+// The backward kernel with the weight gradients fused (WeightGrads, kFusedWarps warps), where it
+// applies: 16-bit types, everything in shared memory as BackwardPlan's with kStage, plus each
+// warp's two G tiles and x tile, and two saved tiles (else one).
+template <typename T, class Net, Activation kHidden, Activation kOut>
+struct FusedPlan {
+  using Tile = SavedTile<T, Saved<Net, kHidden, kOut>::columns()>;
+  using Grads = WeightGrads<T, Net, kHidden, kOut, kFusedWarps>;
+  template <int kTileCount>
+  using Shared =
+      Layout<T, Net, kFusedWarps, Net::width(Net::kLayers),
+             kTileCount * Tile::kElements + out_tile_elements<T, Net>() + Grads::kElements,
+             BiasSums<Net>::columns()>;
+  static constexpr int tiles() {
+    if (!Tile::kUsable || kHidden == Activation::kNone) return 0;
+    if (Shared<2>::bytes(true) <= kSharedBudget) return 2;
+    return Shared<1>::bytes(true) <= kSharedBudget ? 1 : 0;
+  }
+  static constexpr int kTiles = tiles();
+  static constexpr bool kUsable = !std::is_same_v<T, float> && Grads::usable(kTiles);
 };
 
 // Whether the forward stages what it keeps in a shared tile (16-bit types: their pairs are half a
@@ -862,11 +1055,15 @@ __global__ void __launch_bounds__(forward_warps<T, Net>() * 32, 1)
 // With kSavedTiles, each warp's rows of what the forward kept arrive in shared tiles, copied
 // ahead with cp.async; without, the derivatives read them from global memory. With kStage (16-bit
 // types), G_l and x's gradient leave through an OutTile a warp in 16-byte chunks; without, as
-// pairs straight from the accumulators (float: 8-byte pairs, whole sectors a row group).
+// pairs straight from the accumulators (float: 8-byte pairs, whole sectors a row group). With
+// kWeights (FusedPlan, kFusedWarps warps), G_l goes to shared tiles instead, from which the block
+// adds its rows into its partial weight gradients (WeightGrads, p.weight_partial): a
+// __syncthreads before each layer's, and one at the end of each pass over the block's rows.
 template <typename T, class Net, Activation kHidden, Activation kOut, bool kResident,
-          int kSavedTiles, bool kStage>
-__global__ void __launch_bounds__(backward_warps<T>() * 32, 1) backward_kernel(const Params<T> p) {
-  constexpr int kWarps = backward_warps<T>();
+          int kSavedTiles, bool kStage, bool kWeights = false>
+__global__ void __launch_bounds__(backward_kernel_warps<T, kWeights>() * 32, 1)
+    backward_kernel(const Params<T> p) {
+  constexpr int kWarps = backward_kernel_warps<T, kWeights>();
   constexpr int kLayers = Net::kLayers;
   constexpr int kOutWidth = Net::width(kLayers);
   constexpr int kMaxPadded = Net::max_padded();
@@ -874,17 +1071,33 @@ __global__ void __launch_bounds__(backward_warps<T>() * 32, 1) backward_kernel(c
   using Kept = Saved<Net, kHidden, kOut>;
   using Tiles = SavedTile<T, Kept::columns()>;
   using Sums = BiasSums<Net>;
-  using L = Layout<T, Net, kWarps, kOutWidth,
-                   kSavedTiles * Tiles::kElements + (kStage ? out_tile_elements<T, Net>() : 0),
-                   Sums::columns()>;
+  using Grads = WeightGrads<T, Net, kHidden, kOut, kWarps>;  // kWeights only
+  static_assert(!kWeights || (k16 && kResident && kStage && kSavedTiles > 0),
+                "the fused weight gradients need 16-bit types, resident weights, staged tiles");
+  constexpr int kOutTileElements = kStage ? out_tile_elements<T, Net>() : 0;
+  using L =
+      Layout<T, Net, kWarps, kOutWidth,
+             kSavedTiles * Tiles::kElements + kOutTileElements + (kWeights ? Grads::kElements : 0),
+             Sums::columns()>;
   extern __shared__ __align__(16) unsigned char shared[];
   T* weights = reinterpret_cast<T*>(shared);
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int group = lane / 4, quad = lane % 4;
-  T* buffer = reinterpret_cast<T*>(shared + L::weight_bytes(kResident) + L::bias_bytes()) +
-              warp * L::warp_elements();
-  T* const saved_tiles = buffer + L::buffer_elements();              // kSavedTiles of them
+  // Warp w's rows: its buffer, then its saved tiles, its OutTile, and (kWeights) its two G tiles
+  // and its x tile.
+  const auto warp_rows = [&](int w) {
+    return reinterpret_cast<T*>(shared + L::weight_bytes(kResident) + L::bias_bytes()) +
+           w * L::warp_elements();
+  };
+  constexpr int64_t kSavedAt = L::buffer_elements();
+  constexpr int64_t kGAt = kSavedAt + kSavedTiles * Tiles::kElements + kOutTileElements;
+  constexpr int64_t kXAt = kGAt + 2 * Grads::kGElements;
+  T* buffer = warp_rows(warp);
+  T* const saved_tiles = buffer + kSavedAt;                          // kSavedTiles of them
   T* const out_tile = saved_tiles + kSavedTiles * Tiles::kElements;  // kStage only
+  T* const g_tiles = buffer + kGAt;                                  // kWeights only
+  tc::Accumulator dw[kWeights ? Grads::kPerWarp : 1][2];             // kWeights only
+  const bool x_aligned = reinterpret_cast<uintptr_t>(p.x) % 16 == 0;
   float* const all_sums = reinterpret_cast<float*>(shared + L::sums_offset(kResident));
   float* const sums = all_sums + warp * Sums::columns();
   const bool bias_sums = p.bias_partial != nullptr;
@@ -940,6 +1153,11 @@ __global__ void __launch_bounds__(backward_warps<T>() * 32, 1) backward_kernel(c
     if (valid > 0) {
       tc::cp_async_wait<0>();
       __syncwarp();
+      if constexpr (kWeights) {  // rows past the matrix zero: the block's dW MMAs read them
+        for (int i = valid * Tiles::kPitch + lane; i < Tiles::kElements; i += 32) {
+          kept[i] = static_cast<T>(0.f);
+        }
+      }
       T* const last_pre = p.grad_pre[kLayers];
       const bool paired = pairs_aligned(last_pre, int64_t(kOutWidth));
 #pragma unroll
@@ -961,7 +1179,10 @@ __global__ void __launch_bounds__(backward_warps<T>() * 32, 1) backward_kernel(c
           put(g, t, half, v.x, v.y);
           s0 += v.x;
           s1 += v.y;
-          if constexpr (kStage) {
+          if constexpr (kWeights) {
+            Grads::template write_g<kOutWidth>(g_tiles + (kLayers - 1) % 2 * Grads::kGElements, row,
+                                               col, v.x, v.y);
+          } else if constexpr (kStage) {
             OutTile<T, kOutWidth>::write(out_tile, row, col, v.x, v.y);
           } else if (row < valid) {
             store_pair(last_pre + (row0 + row) * kOutWidth, col, kOutWidth, paired, v.x, v.y);
@@ -970,7 +1191,7 @@ __global__ void __launch_bounds__(backward_warps<T>() * 32, 1) backward_kernel(c
         if (bias_sums) add_sums(Sums::offset(kLayers) + col, s0, s1);
       }
       __syncwarp();
-      if constexpr (kStage) {
+      if constexpr (kStage && !kWeights) {
         OutTile<T, kOutWidth>::flush(out_tile, last_pre, row0, valid,
                                      reinterpret_cast<uintptr_t>(last_pre) % 16 == 0, lane);
       }
@@ -982,6 +1203,8 @@ __global__ void __launch_bounds__(backward_warps<T>() * 32, 1) backward_kernel(c
                        rows_from(row0 + stride), saved_aligned, lane);
         }
       }
+      // This tile's rows of x, for the first layer's dW, read at the end of the layer walk.
+      if constexpr (kWeights) Grads::fetch_x(buffer + kXAt, p.x, row0, valid, x_aligned, lane);
       if constexpr (kStage) __syncwarp();  // the tile is read: the next layer may write it
     }
     static_for<0, kLayers>([&](auto step) {
@@ -989,6 +1212,27 @@ __global__ void __launch_bounds__(backward_warps<T>() * 32, 1) backward_kernel(c
       constexpr int kIn = padded(Net::width(l)), kOutN = padded(Net::width(l + 1));
       constexpr int kInWidth = Net::width(l);
       using Out = OutTile<T, kInWidth>;
+      if constexpr (kWeights) {
+        // G_l is in every warp's tile (l % 2): the block adds its rows into dW_l, every warp its
+        // own units, before the warps go on (and overwrite the other G tile).
+        if constexpr (l == 0) tc::cp_async_wait<0>();  // this thread's copies of x
+        __syncthreads();
+        const int live = static_cast<int>(
+            min(int64_t(kWarps), (p.rows - block_row0 + kRowsPerWarp - 1) / kRowsPerWarp));
+        const auto g_of = [&](int w) -> const T* {
+          return warp_rows(w) + kGAt + l % 2 * Grads::kGElements;
+        };
+        if constexpr (l == 0) {
+          Grads::template accumulate<l, Grads::kXPitch>(
+              dw, warp, live, g_of, [&](int w) -> const T* { return warp_rows(w) + kXAt; }, lane);
+        } else {
+          const int64_t kept_at = kSavedAt + (kSavedTiles == 2 ? parity * Tiles::kElements : 0) +
+                                  Kept::output_column(l);
+          Grads::template accumulate<l, Tiles::kPitch>(
+              dw, warp, live, g_of, [&](int w) -> const T* { return warp_rows(w) + kept_at; },
+              lane);
+        }
+      }
       if constexpr (!kResident) {
         __syncthreads();
         stage_weights<T, Net, l, true>(weights, p.weight[l]);
@@ -1043,7 +1287,10 @@ __global__ void __launch_bounds__(backward_warps<T>() * 32, 1) backward_kernel(c
             if constexpr (k16) v0 = round_to<T>(v0), v1 = round_to<T>(v1);
             put(next, t, half, v0, v1);
             if (row < valid) s0 += v0, s1 += v1;
-            if constexpr (kStage) {
+            if constexpr (kWeights) {
+              Grads::template write_g<kInWidth>(g_tiles + (l - 1) % 2 * Grads::kGElements, row, col,
+                                                v0, v1);
+            } else if constexpr (kStage) {
               Out::write(out_tile, row, col, v0, v1);
             } else if (row < valid) {
               store_pair(pre_first + (row0 + row) * kInWidth, col, kInWidth, paired, v0, v1);
@@ -1051,7 +1298,7 @@ __global__ void __launch_bounds__(backward_warps<T>() * 32, 1) backward_kernel(c
           }
           if (bias_sums) add_sums(Sums::offset(l) + col, s0, s1);
         });
-        if constexpr (kStage) {
+        if constexpr (kStage && !kWeights) {
           __syncwarp();
           Out::flush(out_tile, pre_first, row0, valid,
                      reinterpret_cast<uintptr_t>(pre_first) % 16 == 0, lane);
@@ -1088,6 +1335,10 @@ __global__ void __launch_bounds__(backward_warps<T>() * 32, 1) backward_kernel(c
         }
       }
     });
+    if constexpr (kWeights) __syncthreads();  // every warp is done with the G and x tiles
+  }
+  if constexpr (kWeights) {
+    Grads::write_partial(dw, p.weight_partial + int64_t(blockIdx.x) * Grads::columns(), warp, lane);
   }
 
   // The block's partial column sums: its warps' added in warp order.
@@ -1122,6 +1373,36 @@ __global__ void bias_gradient_kernel(const float* partial, int blocks, const Bia
       t.grad[l][n] = static_cast<T>(total);
     }
   }
+}
+
+// Where weight_gradient_kernel writes: layer l's (0-based) weight gradient, (out[l], in[l])
+// contiguous, from the partials' round16(out) x round16(in) floats at offset[l]; first[l] is the
+// index of its first element among all the layers' (first[layers]: the total).
+template <typename T>
+struct WeightTargets {
+  T* grad[8];
+  int out[8];
+  int in[8];
+  int64_t offset[8];
+  int64_t first[9];
+  int layers;
+  int64_t columns;  // a partial's
+};
+
+// Every weight gradient from the fused backward blocks' partials (WeightGrads), each element
+// added in block order by one thread (a warp's threads read neighbouring floats).
+template <typename T>
+__global__ void weight_gradient_kernel(const float* partial, int blocks, const WeightTargets<T> t) {
+  const int64_t e = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (e >= t.first[t.layers]) return;
+  int l = 0;
+  while (e >= t.first[l + 1]) ++l;
+  const int64_t i = e - t.first[l];
+  const int64_t n = i / t.in[l], k = i - n * t.in[l];
+  const float* at = partial + t.offset[l] + n * round16(t.in[l]) + k;
+  float total = 0.f;
+  for (int b = 0; b < blocks; ++b) total += at[int64_t(b) * t.columns];
+  t.grad[l][i] = static_cast<T>(total);
 }
 
 // What a launch needs to know of a kernel on a device, looked up once per (kernel, device): the
@@ -1243,14 +1524,78 @@ void forward(const Params<T>& p, cudaStream_t stream) {
   }
 }
 
+// The bias gradients (grads' every second from index 2) from the backward blocks' column sums.
+template <typename T, class Net>
+void sum_bias_partials(const Network& net, const float* partial, int64_t blocks,
+                       std::vector<at::Tensor>& grads, cudaStream_t stream) {
+  using Sums = BiasSums<Net>;
+  BiasTargets<T> targets{};
+  for (int l = 0; l < Net::kLayers; ++l) {
+    targets.grad[l] = grads[2 + 2 * l].mutable_data_ptr<T>();
+    targets.width[l] = static_cast<int>(net.widths[l + 1]);
+    targets.offset[l] = Sums::offset(l + 1);
+  }
+  targets.layers = Net::kLayers;
+  targets.columns = Sums::columns();
+  bias_gradient_kernel<T><<<1, 128, 0, stream>>>(partial, static_cast<int>(blocks), targets);
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+}
+
+// The backward with the weight gradients in the kernel (FusedPlan, WeightGrads): x's gradient,
+// each block's partial dW_l and bias column sums, then weight_gradient_kernel and
+// bias_gradient_kernel add the partials in block order. No G_l is written. rows > 0.
+template <typename T, class Net, Activation kHidden, Activation kOut>
+void backward_fused(const Network& net, Params<T> p, const at::Tensor& x2,
+                    std::vector<at::Tensor>& grads, cudaStream_t stream) {
+  using Fused = FusedPlan<T, Net, kHidden, kOut>;
+  using Grads = typename Fused::Grads;
+  using Sums = BiasSums<Net>;
+  constexpr int kLayers = Net::kLayers;
+  const int64_t bytes = Fused::template Shared<Fused::kTiles>::bytes(true);
+  const auto kernel = backward_kernel<T, Net, kHidden, kOut, true, Fused::kTiles, true, true>;
+  const int64_t blocks = grid_blocks<kFusedWarps>(kernel, p.rows, bytes);
+  const int64_t bias_columns = net.bias ? Sums::columns() : 0;
+  const at::Tensor partial =
+      at::empty({blocks * (Grads::columns() + bias_columns)}, x2.options().dtype(at::kFloat));
+  float* const first = partial.mutable_data_ptr<float>();
+  p.weight_partial = first;
+  p.bias_partial = net.bias ? first + blocks * Grads::columns() : nullptr;
+  for (int l = 0; l <= kLayers; ++l) p.grad_pre[l] = nullptr;
+  launch<kFusedWarps>(kernel, p, bytes, stream, blocks);
+  const int per_layer = net.bias ? 2 : 1;
+  WeightTargets<T> targets{};
+  for (int l = 0; l < kLayers; ++l) {
+    targets.grad[l] = grads[1 + per_layer * l].mutable_data_ptr<T>();
+    targets.out[l] = static_cast<int>(net.widths[l + 1]);
+    targets.in[l] = static_cast<int>(net.widths[l]);
+    targets.offset[l] = Grads::partial_offset(l);
+    targets.first[l + 1] = targets.first[l] + net.widths[l + 1] * net.widths[l];
+  }
+  targets.layers = kLayers;
+  targets.columns = Grads::columns();
+  const int64_t elements = targets.first[kLayers];
+  weight_gradient_kernel<T><<<static_cast<unsigned>((elements + 255) / 256), 256, 0, stream>>>(
+      first, static_cast<int>(blocks), targets);
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+  if (net.bias) sum_bias_partials<T, Net>(net, p.bias_partial, blocks, grads, stream);
+}
+
 // Every gradient of the fused types into `grads` (empty_gradients: x's, then each layer's weight
-// and bias): the backward kernel writes x's gradient and each G_l (per layer, contiguous, on 16
-// bytes) and, with a bias, the blocks' column sums, which bias_gradient_kernel adds up; the weight
+// and bias). Where FusedPlan applies (16-bit types, networks whose tiles fit), backward_fused.
+// Else the backward kernel writes x's gradient and each G_l (per layer, contiguous, on 16 bytes)
+// and, with a bias, the blocks' column sums, which bias_gradient_kernel adds up; the weight
 // gradients dW_l = G_l^T a_{l-1} are then one cuBLAS GEMM a layer. `p` is make_params' with
 // grad_out and grad_x set; x2 is x as (rows, widths[0]), `kept` what the forward kept.
 template <typename T, class Net, Activation kHidden, Activation kOut>
 void backward(const Network& net, Params<T> p, const at::Tensor& x2, const at::Tensor& kept,
               std::vector<at::Tensor>& grads, cudaStream_t stream) {
+  using Fused = FusedPlan<T, Net, kHidden, kOut>;
+  if constexpr (Fused::kUsable) {
+    if (p.rows > 0 && Fused::template Shared<Fused::kTiles>::bytes(true) <= shared_limit()) {
+      backward_fused<T, Net, kHidden, kOut>(net, p, x2, grads, stream);
+      return;
+    }
+  }
   constexpr int kWarps = backward_warps<T>();
   constexpr int kLayers = Net::kLayers;
   using Plan = BackwardPlan<T, Net, kHidden, kOut, kWarps>;
@@ -1290,17 +1635,7 @@ void backward(const Network& net, Params<T> p, const at::Tensor& x2, const at::T
     }
     launch<kWarps>(kernel, p, bytes, stream, blocks);
     if (net.bias) {
-      BiasTargets<T> targets{};
-      for (int l = 0; l < kLayers; ++l) {
-        targets.grad[l] = grads[2 + per_layer * l].mutable_data_ptr<T>();
-        targets.width[l] = static_cast<int>(net.widths[l + 1]);
-        targets.offset[l] = Sums::offset(l + 1);
-      }
-      targets.layers = kLayers;
-      targets.columns = Sums::columns();
-      bias_gradient_kernel<T><<<1, 128, 0, stream>>>(partial.const_data_ptr<float>(),
-                                                     static_cast<int>(blocks), targets);
-      C10_CUDA_KERNEL_LAUNCH_CHECK();
+      sum_bias_partials<T, Net>(net, partial.const_data_ptr<float>(), blocks, grads, stream);
     }
   } else if (net.bias) {
     for (int l = 0; l < kLayers; ++l) grads[2 + per_layer * l].zero_();

@@ -69,7 +69,7 @@ class TestMlpSeed(GradientSuite, SeveralTensorsSuite):
     op = staticmethod(mlp_seed)
     reference = staticmethod(reference_mlp_seed)
     module = MlpSeed
-    uses_cublas = True  # the weight gradients (and float64, exact float32) are cuBLAS GEMMs
+    uses_cublas = True  # weight gradients the backward kernel does not sum (float32, float64, big nets) are cuBLAS
     # x's leading shape (its last dimension is always the input width): one row, a few, one past a
     # warp's 16 rows and a block's 128 (partly filled tiles), several leading dimensions.
     shapes = ((1,), (3, 1), (17, 1), (2, 129, 1))
@@ -263,6 +263,18 @@ class TestMlpSeed(GradientSuite, SeveralTensorsSuite):
         finally:
             torch.backends.cuda.matmul.allow_tf32 = previous
         assert_close(got, expected, {torch.float32: (2e-2, 2e-2)}, dtype=torch.float32)
+
+    @on_cuda
+    def test_backward_misaligned_16bit(self, device: str) -> None:
+        # bfloat16 x one element past 16 bytes, over several blocks and a partial last tile: the
+        # backward reads x's rows for the weight gradients (where it sums them in the kernel) with
+        # plain loads, not 16-byte copies.
+        arguments = self.arguments((3000, 1), torch.bfloat16, device)
+        buffer = torch.empty(arguments["x"].numel() + 1, dtype=torch.bfloat16, device=device)
+        x = buffer[1:].view(arguments["x"].shape)
+        x.copy_(arguments["x"])
+        arguments["x"] = x
+        self.check_gradients(arguments, torch.bfloat16)
 
 
 if __name__ == "__main__":

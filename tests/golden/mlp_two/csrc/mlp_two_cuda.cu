@@ -3,9 +3,10 @@
 // biases, fused (opgen/mlp.cuh): one kernel for the forward, with every layer's weights in shared
 // memory and each warp's rows in registers through every layer on tensor cores (bfloat16, float16,
 // and float32 as TF32 where torch.backends.cuda.matmul.allow_tf32 allows it); one kernel for the
-// input gradient and the bias gradients' per-block sums (added in a fixed order: deterministic),
-// then the weight gradients as one GEMM a layer. float64 and exact float32 take the CPU kernel's
-// layer-by-layer ATen path (opgen/mlp.h), on the GPU.
+// input gradient and the bias gradients' per-block sums (added in a fixed order: deterministic)
+// and, for 16-bit types where the tiles fit, the weight gradients' per-block partials (also added
+// in block order); else the weight gradients are one GEMM a layer. float64 and exact float32 take
+// the CPU kernel's layer-by-layer ATen path (opgen/mlp.h), on the GPU.
 #include <ATen/Context.h>
 #include <ATen/Dispatch.h>
 #include <ATen/core/Tensor.h>
@@ -83,9 +84,10 @@ std::vector<at::Tensor> mlp_two_backward_cuda(const at::Tensor& grad_y, const at
   const at::Tensor x_ = x.contiguous(), y_ = y.contiguous(), grad_y_ = grad_y.contiguous();
   const at::Tensor kept = opgen::mlp::saved_or_recomputed(net, x_, weights, biases, saved);
   const cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
-  // x's gradient and each layer's pre-activation gradient G_l in one kernel, the bias gradients
-  // from its per-block column sums (added in a fixed order: deterministic), then
-  // dW_l = G_l^T a_{l-1} by cuBLAS (opgen/mlp.cuh's backward).
+  // x's gradient in one kernel, the bias gradients from its per-block column sums (added in a
+  // fixed order: deterministic), and dW_l = G_l^T a_{l-1} either from its per-block partials
+  // (16-bit types where the tiles fit) or by cuBLAS from the G_l it writes (opgen/mlp.cuh's
+  // backward).
   AT_DISPATCH_FLOATING_TYPES_AND2(
       at::kHalf, at::kBFloat16, x.scalar_type(), "mlp_two_backward_cuda", [&] {
         if constexpr (!std::is_same_v<scalar_t, double>) {
