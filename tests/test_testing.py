@@ -10,7 +10,15 @@ from typing import Any
 import pytest
 import torch
 
-from opgen.testing import FLOAT_DTYPES, misaligned, non_contiguous, random_tensor, shapes_filled_by
+from opgen.testing import (
+    FLOAT_DTYPES,
+    gradients_of,
+    gradients_under_compiled_autograd,
+    misaligned,
+    non_contiguous,
+    random_tensor,
+    shapes_filled_by,
+)
 
 
 @pytest.mark.parametrize("dtype", FLOAT_DTYPES, ids=str)
@@ -175,3 +183,17 @@ def test_a_finite_value_where_the_reference_is_infinite_fails() -> None:
     assert_close_or_as_pytorch(expected.float(), expected, expected.float(), tolerances)
     with pytest.raises(AssertionError, match="1 of 3 elements"):
         assert_close_or_as_pytorch(torch.tensor([1.0, 3.0e38, -math.inf]), expected, None, tolerances)
+
+
+def test_gradients_under_compiled_autograd_are_autograds() -> None:
+    def fn(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+        return torch.sin(x) * w
+
+    torch._dynamo.reset()
+    for _ in range(2):  # the second call reuses the first one's compiled graph
+        arguments = {"x": torch.randn(5, 3), "w": torch.randn(3)}
+        grad = torch.randn(5, 3)
+        expected = gradients_of(fn, arguments, ("x", "w"), grad)
+        got = gradients_under_compiled_autograd(fn, arguments, ("x", "w"), grad)
+        for g, e in zip(got, expected, strict=True):
+            assert torch.allclose(g, e)

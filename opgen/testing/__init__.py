@@ -211,6 +211,29 @@ def gradients_of(
     return tuple(torch.autograd.grad(out, [leaves[n] for n in names], grad.to(out.dtype)))
 
 
+def gradients_under_compiled_autograd(
+    fn: Callable[..., torch.Tensor], arguments: Mapping[str, Any], names: Sequence[str], grad: torch.Tensor
+) -> tuple[torch.Tensor, ...]:
+    """As gradients_of, with the backward traced by torch._dynamo.compiled_autograd.
+
+    Inductor compiles the trace on CUDA, aot_eager elsewhere. Compiled autograd reuses a graph it
+    traced in an earlier call for the same nodes (torch._dynamo.reset() forgets them): called
+    twice on different inputs, a custom node that does not swap its saved tensors for the trace's
+    (apply_with_saved) gives the second call the first one's gradients.
+    """
+    from torch._dynamo import compiled_autograd
+
+    leaves = {k: v.detach().requires_grad_(k in names) if isinstance(v, torch.Tensor) else v for k, v in arguments.items()}
+    backend = "inductor" if grad.device.type == "cuda" else "aot_eager"
+    with compiled_autograd._enable(torch.compile(backend=backend, fullgraph=True)):
+        out = fn(**leaves)
+        out.backward(grad.to(out.dtype))
+    grads = [leaves[n].grad for n in names]
+    missing = [n for n, g in zip(names, grads, strict=True) if g is None]
+    assert not missing, f"no gradient reached {', '.join(missing)}"
+    return tuple(g for g in grads if g is not None)
+
+
 def shapes_filled_by(step: Callable[[], object]) -> list[list[int]]:
     """The shapes of the tensors ``step`` fills with a constant (``aten::zero_``, ``aten::fill_``).
 

@@ -10,8 +10,11 @@
 #include <c10/util/intrusive_ptr.h>
 #include <torch/csrc/autograd/edge.h>
 #include <torch/csrc/autograd/function.h>
+#include <torch/csrc/autograd/saved_variable.h>
+#include <torch/csrc/dynamo/compiled_autograd.h>
 
 #include <memory>
+#include <mutex>
 #include <type_traits>
 
 namespace opgen::autograd {
@@ -27,5 +30,42 @@ auto make_node() {
     return c10::make_intrusive<NodeType>();
   }
 }
+
+// What every hand-written node does with the tensors it keeps, written once: hands them to compiled
+// autograd (torch._dynamo.compiled_autograd traces the backward through compiled_args, then
+// apply_with_saved with the saved tensors swapped for the trace's) and frees them once the
+// backward has run (release_variables). The op's node derives from KeepingNode<itself> (OpNode: not
+// `Node`, which names torch::autograd::Node inside any node), writes name() and apply(), and lists
+// its SavedVariables in
+//   template <class Self, class F> static void each_saved(Self& self, F&& f)
+// (f(self.x_); f(self.weight_); ...); a node with other attributes compiled autograd must see (a
+// string, a number) hides collect_attributes.
+template <class OpNode>
+struct KeepingNode : public torch::autograd::TraceableFunction {
+  void collect_attributes(torch::dynamo::autograd::CompiledNodeArgs& /*args*/) const {}
+
+  void compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const override {
+    const OpNode& node = static_cast<const OpNode&>(*this);
+    OpNode::each_saved(
+        node, [&](const torch::autograd::SavedVariable& saved) { args.collect(saved, false); });
+    node.collect_attributes(args);
+  }
+
+  torch::autograd::variable_list apply_with_saved(
+      const torch::autograd::variable_list& grads,
+      torch::dynamo::autograd::SwapSavedVariables& swap) override {
+    OpNode& node = static_cast<OpNode&>(*this);
+    OpNode::each_saved(node, [&](torch::autograd::SavedVariable& saved) { swap.before(saved); });
+    torch::autograd::variable_list result = apply(torch::autograd::variable_list(grads));
+    OpNode::each_saved(node, [&](torch::autograd::SavedVariable& saved) { swap.after(saved); });
+    return result;
+  }
+
+  void release_variables() override {
+    const std::lock_guard<std::mutex> lock(mutex_);
+    OpNode::each_saved(static_cast<OpNode&>(*this),
+                       [](torch::autograd::SavedVariable& saved) { saved.reset_data(); });
+  }
+};
 
 }  // namespace opgen::autograd

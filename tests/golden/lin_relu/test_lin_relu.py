@@ -18,7 +18,13 @@ from typing import Any
 import pytest
 import torch
 
-from opgen.testing import assert_close, assert_close_in_norm, gradients_of, random_tensor
+from opgen.testing import (
+    assert_close,
+    assert_close_in_norm,
+    gradients_of,
+    gradients_under_compiled_autograd,
+    random_tensor,
+)
 from opgen.testing.op_suite import (
     GradientSuite,
     OptionalTensorsSuite,
@@ -170,22 +176,19 @@ class TestLinRelu(GradientSuite, OptionalTensorsSuite, SeveralTensorsSuite):
 
     @on_devices
     def test_compiled_autograd_traces_the_backward(self, device: str) -> None:
-        # torch._dynamo.compiled_autograd traces the whole backward graph, our node included
-        # (its compiled_args and apply_with_saved): the gradients of x, weight and bias as eager's.
-        from torch._dynamo import compiled_autograd
-
-        arguments = self.arguments(self.shapes[-1], torch.float32, device)
-        names = [name for name in ("x", "weight", "bias") if isinstance(arguments.get(name), torch.Tensor)]
-        for name in names:
-            arguments[name].requires_grad_()
-        grad = torch.randn_like(self.op(**arguments))
-        expected = torch.autograd.grad(self.op(**arguments), [arguments[name] for name in names], grad)
+        # torch._dynamo.compiled_autograd traces the whole backward graph, our node included (its
+        # compiled_args and apply_with_saved): the gradients of x, weight and bias as eager's, on
+        # two steps with different inputs through the one compiled graph (a node that did not swap
+        # its saved tensors for the trace's would give the second step the first one's gradients).
         torch._dynamo.reset()
-        backend = "inductor" if torch.device(device).type == "cuda" else "aot_eager"
-        with compiled_autograd._enable(torch.compile(backend=backend, fullgraph=True)):
-            self.op(**arguments).backward(grad)
-        for name, e in zip(names, expected, strict=True):
-            assert_close(arguments[name].grad, e.double(), self.tolerances, dtype=torch.float32)
+        for _ in range(2):
+            arguments = self.arguments(self.shapes[-1], torch.float32, device)
+            names = [name for name in ("x", "weight", "bias") if isinstance(arguments.get(name), torch.Tensor)]
+            grad = torch.randn_like(self.op(**arguments))
+            expected = gradients_of(self.op, arguments, names, grad)
+            got = gradients_under_compiled_autograd(self.op, arguments, names, grad)
+            for g, e in zip(got, expected, strict=True):
+                assert_close(g, e.double(), self.tolerances, dtype=torch.float32)
 
     @on_cuda
     def test_float32_honours_allow_tf32(self, device: str) -> None:

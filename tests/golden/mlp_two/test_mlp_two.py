@@ -21,6 +21,7 @@ from opgen.testing import (
     assert_close,
     assert_close_in_norm,
     gradients_of,
+    gradients_under_compiled_autograd,
     random_tensor,
     relative_error_in_norm,
     shapes_filled_by,
@@ -155,24 +156,18 @@ class TestMlpTwo(GradientSuite, SeveralTensorsSuite):
     @on_devices
     def test_compiled_autograd_traces_the_backward(self, device: str) -> None:
         # torch._dynamo.compiled_autograd traces the whole backward graph, the op's C++ autograd
-        # node included (its compiled_args and apply_with_saved): every gradient as without it.
-        # Two steps on different inputs through the one compiled graph: a node whose saved tensors
-        # were not swapped for the trace's would give the second step the first one's gradients.
-        from torch._dynamo import compiled_autograd
-
+        # node included (its compiled_args and apply_with_saved): every gradient as without it, on
+        # two steps with different inputs through the one compiled graph (a node that did not swap
+        # its saved tensors for the trace's would give the second step the first one's gradients).
         names = ("x", *PARAMETERS)
         torch._dynamo.reset()
-        backend = "inductor" if torch.device(device).type == "cuda" else "aot_eager"
         for _ in range(2):
             arguments = self.arguments((40, 1), torch.float32, device)
-            for name in names:
-                arguments[name].requires_grad_()
             grad = torch.randn_like(self.op(**arguments))
-            expected = torch.autograd.grad(self.op(**arguments), [arguments[name] for name in names], grad)
-            with compiled_autograd._enable(torch.compile(backend=backend, fullgraph=True)):
-                self.op(**arguments).backward(grad)
-            for name, e in zip(names, expected, strict=True):
-                assert_close(arguments[name].grad, e.double(), self.tolerances, dtype=torch.float32)
+            expected = gradients_of(self.op, arguments, names, grad)
+            got = gradients_under_compiled_autograd(self.op, arguments, names, grad)
+            for g, e in zip(got, expected, strict=True):
+                assert_close(g, e.double(), self.tolerances, dtype=torch.float32)
 
     @on_cuda
     @on_dtypes

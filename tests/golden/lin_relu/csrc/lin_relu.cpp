@@ -61,7 +61,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> call_backward(
 // as PyTorch writes its own (opgen/autograd_node.h says why not a torch::autograd::Function).
 // Differentiating the backward op (a gradient of a gradient) raises the error its own registration
 // gives (__init__.py).
-struct LinReluBackward : public torch::autograd::TraceableFunction {
+struct LinReluBackward : public opgen::autograd::KeepingNode<LinReluBackward> {
   std::string name() const override { return "LinReluBackward"; }
 
   torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override {
@@ -90,40 +90,14 @@ struct LinReluBackward : public torch::autograd::TraceableFunction {
     return gradients;
   }
 
-  // Compiled autograd (torch._dynamo.compiled_autograd) traces the backward through these two:
-  // the node's attributes, then apply() with the saved tensors swapped for the trace's.
-  void compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const override {
-    args.collect(x_, false);
-    args.collect(weight_, false);
-    args.collect(bias_, false);
-    args.collect(preactivation_, false);
-    args.collect(out_, false);
-  }
-
-  torch::autograd::variable_list apply_with_saved(
-      const torch::autograd::variable_list& grads,
-      torch::dynamo::autograd::SwapSavedVariables& saved) override {
-    saved.before(x_);
-    saved.before(weight_);
-    saved.before(bias_);
-    saved.before(preactivation_);
-    saved.before(out_);
-    torch::autograd::variable_list result = apply(torch::autograd::variable_list(grads));
-    saved.after(x_);
-    saved.after(weight_);
-    saved.after(bias_);
-    saved.after(preactivation_);
-    saved.after(out_);
-    return result;
-  }
-
-  void release_variables() override {
-    const std::lock_guard<std::mutex> lock(mutex_);
-    x_.reset_data();
-    weight_.reset_data();
-    bias_.reset_data();
-    preactivation_.reset_data();
-    out_.reset_data();
+  // The tensors it keeps: opgen/autograd_node.h hands them to compiled autograd and frees them.
+  template <class Self, class F>
+  static void each_saved(Self& self, F&& f) {
+    f(self.x_);
+    f(self.weight_);
+    f(self.bias_);
+    f(self.preactivation_);
+    f(self.out_);
   }
 
   torch::autograd::SavedVariable x_, weight_, bias_, preactivation_, out_;

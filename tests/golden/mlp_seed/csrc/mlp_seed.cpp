@@ -66,7 +66,7 @@ std::vector<at::Tensor> call_backward(const at::Tensor& grad_y, const at::Tensor
 // graph needs. A node written by hand, as PyTorch writes its own (opgen/autograd_node.h says why
 // not a torch::autograd::Function). Differentiating the backward op (a gradient of a gradient)
 // raises the error its own registration gives (__init__.py).
-struct MlpSeedBackward : public torch::autograd::TraceableFunction {
+struct MlpSeedBackward : public opgen::autograd::KeepingNode<MlpSeedBackward> {
   std::string name() const override { return "MlpSeedBackward"; }
 
   torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override {
@@ -95,56 +95,18 @@ struct MlpSeedBackward : public torch::autograd::TraceableFunction {
     return gradients;
   }
 
-  // Compiled autograd (torch._dynamo.compiled_autograd) traces the backward through these two:
-  // the node's attributes, then apply() with the saved tensors swapped for the trace's.
-  void compiled_args(torch::dynamo::autograd::CompiledNodeArgs& args) const override {
-    args.collect(x_, false);
-    args.collect(w1_, false);
-    args.collect(b1_, false);
-    args.collect(w2_, false);
-    args.collect(b2_, false);
-    args.collect(w3_, false);
-    args.collect(b3_, false);
-    args.collect(y_, false);
-    args.collect(saved_, false);
-  }
-
-  torch::autograd::variable_list apply_with_saved(
-      const torch::autograd::variable_list& grads,
-      torch::dynamo::autograd::SwapSavedVariables& saved) override {
-    saved.before(x_);
-    saved.before(w1_);
-    saved.before(b1_);
-    saved.before(w2_);
-    saved.before(b2_);
-    saved.before(w3_);
-    saved.before(b3_);
-    saved.before(y_);
-    saved.before(saved_);
-    torch::autograd::variable_list result = apply(torch::autograd::variable_list(grads));
-    saved.after(x_);
-    saved.after(w1_);
-    saved.after(b1_);
-    saved.after(w2_);
-    saved.after(b2_);
-    saved.after(w3_);
-    saved.after(b3_);
-    saved.after(y_);
-    saved.after(saved_);
-    return result;
-  }
-
-  void release_variables() override {
-    const std::lock_guard<std::mutex> lock(mutex_);
-    x_.reset_data();
-    w1_.reset_data();
-    b1_.reset_data();
-    w2_.reset_data();
-    b2_.reset_data();
-    w3_.reset_data();
-    b3_.reset_data();
-    y_.reset_data();
-    saved_.reset_data();
+  // The tensors it keeps: opgen/autograd_node.h hands them to compiled autograd and frees them.
+  template <class Self, class F>
+  static void each_saved(Self& self, F&& f) {
+    f(self.x_);
+    f(self.w1_);
+    f(self.b1_);
+    f(self.w2_);
+    f(self.b2_);
+    f(self.w3_);
+    f(self.b3_);
+    f(self.y_);
+    f(self.saved_);
   }
 
   torch::autograd::SavedVariable x_, w1_, b1_, w2_, b2_, w3_, b3_, y_, saved_;
