@@ -45,7 +45,7 @@ def mlp_seed(
     if torch.is_grad_enabled() and torch._C._any_requires_grad(*tensors):
         # A gradient will be needed: through the autograd kernel (C++), keeping what the backward reads.
         return _op(*tensors, True)[0]
-    # No gradient: straight to the kernel, past the autograd registration's Python.
+    # No gradient: straight to the kernel, past the autograd kernel.
     with torch._C._AutoDispatchBelowAutograd():
         return _op(*tensors, False)[0]
 

@@ -37,7 +37,7 @@ def mlp_two(x: torch.Tensor, w1: torch.Tensor, w2: torch.Tensor) -> torch.Tensor
     if torch.is_grad_enabled() and torch._C._any_requires_grad(*tensors):
         # A gradient will be needed: through the autograd kernel (C++), keeping what the backward reads.
         return _op(*tensors, True)[0]
-    # No gradient: straight to the kernel, past the autograd registration's Python.
+    # No gradient: straight to the kernel, past the autograd kernel.
     with torch._C._AutoDispatchBelowAutograd():
         return _op(*tensors, False)[0]
 

@@ -9,7 +9,6 @@
 #include <torch/csrc/autograd/function.h>
 #include <torch/csrc/autograd/functions/utils.h>
 #include <torch/csrc/autograd/saved_variable.h>
-#include <torch/csrc/dynamo/compiled_autograd.h>
 #include <torch/library.h>
 
 #include <mutex>
