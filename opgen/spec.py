@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import keyword
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -322,14 +322,7 @@ def _plain(value: Any) -> Any:
 
 
 def _schema_arguments(arguments: Iterable[Argument]) -> str:
-    parts: list[str] = []
-    star = False
-    for argument in arguments:
-        if argument.keyword_only and not star:
-            parts.append("*")
-            star = True
-        parts.append(argument.schema)
-    return ", ".join(parts)
+    return _keyword_marked(arguments, lambda argument: argument.schema)
 
 
 def _schema_returns(names: Iterable[str]) -> str:
@@ -338,13 +331,16 @@ def _schema_returns(names: Iterable[str]) -> str:
 
 
 def _python_parameters(arguments: Iterable[Argument]) -> str:
+    return _keyword_marked(arguments, lambda argument: argument.python_parameter)
+
+
+def _keyword_marked(arguments: Iterable[Argument], spelled: Callable[[Argument], str]) -> str:
+    """The arguments spelled and joined, ``*`` before the first keyword-only one (schema and Python alike)."""
     parts: list[str] = []
-    star = False
     for argument in arguments:
-        if argument.keyword_only and not star:
+        if argument.keyword_only and "*" not in parts:
             parts.append("*")
-            star = True
-        parts.append(argument.python_parameter)
+        parts.append(spelled(argument))
     return ", ".join(parts)
 
 
