@@ -196,7 +196,7 @@ __device__ __forceinline__ void warpgroup_barrier(int g) {
 }
 
 // The network's shapes as this kernel pads them, and its shared memory: the weights (every layer,
-// 1024-byte aligned slices), with kSharedX each warpgroup's x tiles (kDepth of them), the biases
+// 1024-byte aligned slices), with kSharedX each warpgroup's two x tiles, the biases
 // (float), then each warp's x buffer (16 rows; without kSharedX) and, with kStage, its SavedTile.
 template <typename T, class Net, int kStageElements>
 struct Plan {
@@ -225,47 +225,49 @@ struct Plan {
   static constexpr int64_t kWeightBytes = weight_offset(kLayers);
   // x as the first layer's A operand straight from shared memory (16-bit types whose rows are
   // whole 4-byte pieces, copied by cp.async in 16-, 8- or 4-byte pieces into the weights' K-major
-  // swizzled layout: a warpgroup's 64 rows a slice, warp w's at rows 16 w): no registers and no
-  // instructions turn x into an operand. Not tf32: wgmma reads shared floats truncated to tf32,
-  // where the register path rounds them as the GEMMs it is checked against do.
+  // swizzled layout: a warpgroup's 64 rows a slice, warp w's at rows 16 w; two such tiles a
+  // warpgroup, the next tile's rows landing in one while the other is read): no registers and no
+  // instructions turn x into an operand. Where the two tiles do not fit, x comes through the
+  // registers as the other layers' A. Not tf32: wgmma reads shared floats truncated to tf32, where
+  // the register path rounds them as the GEMMs it is checked against do.
   static constexpr int kRowBytes = Net::width(0) * static_cast<int>(sizeof(T));
-  static constexpr bool kSharedX = !std::is_same_v<T, float> && kRowBytes % 4 == 0;
+  static constexpr bool kSharedXType = !std::is_same_v<T, float> && kRowBytes % 4 == 0;
   static constexpr int kPiece = kRowBytes % 16 == 0 ? 16 : kRowBytes % 8 == 0 ? 8 : 4;
   static constexpr int64_t kXTileBytes = int64_t(k_width(0) / kSlice) * kRowsPerWarp * 4 * 128;
   static constexpr int64_t kBiasBytes = int64_t(kLayers) * max_n() * 4;
-  static constexpr int64_t kBufferElements =
-      kSharedX ? 0
-               : (int64_t(kRowsPerWarp) * Net::width(0) * int64_t(sizeof(T)) + 15) / 16 * 16 /
-                     int64_t(sizeof(T));
-  static constexpr int64_t kWarpElements = kBufferElements + kStageElements;
+  static constexpr int64_t buffer_elements(bool shared_x) {  // a warp's x rows (without)
+    return shared_x ? 0
+                    : (int64_t(kRowsPerWarp) * Net::width(0) * int64_t(sizeof(T)) + 15) / 16 * 16 /
+                          int64_t(sizeof(T));
+  }
   // Warpgroups a block, by the registers a thread holds for a layer's A operand and accumulators,
   // the most over the layers: up to 64 (width 64), 4 warpgroups, 128 registers a thread (64x4: 92
   // in 16-bit, 104 in tf32); up to 96 (width 128, 16-bit), 3, 168 registers (seed: 142); more (tf32
-  // at width 128), 2, 255 registers (seed: 178). With kSharedX the first layer's A is in shared
-  // memory, and what its registers take instead is the next layer's A its epilogue builds (seed in
-  // 16-bit: 96, 3 warpgroups; at 4 and 128 registers it spilled).
-  __host__ __device__ static constexpr int operand_registers() {
+  // at width 128), 2, 255 registers (seed: 178). With x from shared memory the first layer's A
+  // takes no registers, and what they hold instead is the next layer's A its epilogue builds (seed
+  // in 16-bit: 96, 3 warpgroups; at 4 and 128 registers it spilled).
+  static constexpr int warpgroups(bool shared_x) {
     int m = 0;
     for (int l = 0; l < kLayers; ++l) {
       const int a =
-          static_cast<int>(sizeof(T)) * (l == 0 && kSharedX ? n_width(l) : k_width(l)) / 8;
+          static_cast<int>(sizeof(T)) * (l == 0 && shared_x ? n_width(l) : k_width(l)) / 8;
       m = a + n_width(l) / 2 > m ? a + n_width(l) / 2 : m;
     }
-    return m;
+    return m <= 64 ? 4 : m <= 96 ? 3 : 2;
   }
-  static constexpr int kOperandRegisters = operand_registers();
-  static constexpr int kWarpgroups = kOperandRegisters <= 64 ? 4 : kOperandRegisters <= 96 ? 3 : 2;
+  static constexpr int64_t bytes(bool shared_x) {
+    const int64_t warps = 4 * warpgroups(shared_x);
+    return 1024 + kWeightBytes + (shared_x ? warps / 4 * 2 * kXTileBytes : 0) + kBiasBytes +
+           warps * (buffer_elements(shared_x) + kStageElements) * int64_t(sizeof(T));
+  }
+  static constexpr bool kSharedX = kSharedXType && bytes(true) <= kSharedBudget;
+  static constexpr int kWarpgroups = warpgroups(kSharedX);
   static constexpr int kWarps = 4 * kWarpgroups;
   static constexpr int kThreads = 32 * kWarps;
-  __host__ __device__ static constexpr int64_t bytes(int depth) {
-    return 1024 + kWeightBytes + (kSharedX ? int64_t(kWarpgroups) * depth * kXTileBytes : 0) +
-           kBiasBytes + int64_t(kWarps) * kWarpElements * int64_t(sizeof(T));
-  }
-  // x tiles a warpgroup (kSharedX): two where they fit, so that the next tile's rows arrive while
-  // this whole one is computed; else one, refilled once the first layer's MMAs have read it.
-  static constexpr int kDepth = kSharedX && bytes(2) <= kSharedBudget ? 2 : 1;
-  static constexpr int64_t kXBytes = kSharedX ? int64_t(kWarpgroups) * kDepth * kXTileBytes : 0;
-  static constexpr int64_t kBytes = bytes(kDepth);
+  static constexpr int64_t kXBytes = kSharedX ? int64_t(kWarpgroups) * 2 * kXTileBytes : 0;
+  static constexpr int64_t kBufferElements = buffer_elements(kSharedX);
+  static constexpr int64_t kWarpElements = kBufferElements + kStageElements;
+  static constexpr int64_t kBytes = bytes(kSharedX);
   // Every layer at most 128 wide (a warpgroup's A and accumulators in registers).
   static constexpr bool kFits = Net::max_padded() <= 128;
 };
@@ -444,7 +446,6 @@ __global__ void OPGEN_WGMMA_LAUNCH_BOUNDS((threads<T, Net, kHidden, kOut, kStage
   constexpr int kInWidth = Net::width(0);
   constexpr int kMaxN = P::max_n();
   constexpr bool kSharedX = P::kSharedX;
-  constexpr int kDepth = P::kDepth;
   using Kept = Saved<Net, kHidden, kOut>;
   using Stage = SavedTile<T, Kept::columns()>;
   extern __shared__ __align__(16) unsigned char shared_bytes[];
@@ -466,9 +467,9 @@ __global__ void OPGEN_WGMMA_LAUNCH_BOUNDS((threads<T, Net, kHidden, kOut, kStage
   };
   const int64_t first_tile_row0 =
       (int64_t(blockIdx.x) * P::kWarpgroups + warpgroup) * kRowsPerWarpgroup;
-  // kSharedX: this warpgroup's x tile `b` (of kDepth), this warp's rows in it.
+  // kSharedX: this warpgroup's x tile `b` (of 2).
   const auto x_tile = [&](int b) {
-    return x_tiles + (int64_t(warpgroup) * kDepth + b) * P::kXTileBytes;
+    return x_tiles + (2 * warpgroup + b) * P::kXTileBytes;
   };
   const auto fetch_x = [&](int b, int64_t tile_row0) {
     const int64_t row0 = tile_row0 + warp_in_group * kRowsPerWarp;
@@ -514,7 +515,7 @@ __global__ void OPGEN_WGMMA_LAUNCH_BOUNDS((threads<T, Net, kHidden, kOut, kStage
       tc::cp_async_wait<0>();
       fence_shared_for_async();
       warpgroup_barrier(warpgroup);
-      if constexpr (kDepth == 2) fetch_x(1 - b, tile_row0 + stride);
+      fetch_x(1 - b, tile_row0 + stride);
     } else if (valid > 0) {
       take_input_rows<T, kInWidth>(h, buffer, p, row0, valid, stride, x_aligned, lane, rows_from);
     }
@@ -555,12 +556,7 @@ __global__ void OPGEN_WGMMA_LAUNCH_BOUNDS((threads<T, Net, kHidden, kOut, kStage
           tc::wgmma_wait<1>();
         } else {
           tc::wgmma_wait<0>();
-          if constexpr (kAShared && kDepth == 1) {
-            // The MMAs have read the x tile (every warp's, past the barrier): the next tile's
-            // rows start filling it.
-            warpgroup_barrier(warpgroup);
-            fetch_x(b, tile_row0 + stride);
-          } else if constexpr (!kAShared) {
+          if constexpr (!kAShared) {
             // The MMAs read h's registers until here: keep the compiler from reusing them.
 #pragma unroll
             for (int s = 0; s < kK / P::kStepK; ++s) {
@@ -587,7 +583,7 @@ __global__ void OPGEN_WGMMA_LAUNCH_BOUNDS((threads<T, Net, kHidden, kOut, kStage
       }
       if constexpr (!kLast) h = next;
     });
-    if constexpr (kSharedX) b = kDepth == 2 ? 1 - b : 0;
+    if constexpr (kSharedX) b = 1 - b;
     if constexpr (kStage) {
       if (p.saved != nullptr && valid > 0) {
         __syncwarp();  // the whole tile is written
