@@ -71,13 +71,15 @@ done
 # baseline's include/opgen/*.cuh; each is copied over a copy of the workspace and built there
 # beside the main build, then timed before it, in the same process order (compare ratios to eager
 # within one call).
+# MLPQUICK_OPS: the ops mlpquick times (default: all named).
+read -r -a quick_ops <<< "${MLPQUICK_OPS:-${ops[*]}}"
 variants=(); variant_builds=()
 if has_mode mlpquick && [ -n "${MLPQUICK_VARIANTS:-}" ]; then
   read -r -a variants <<< "$MLPQUICK_VARIANTS"
   for v in "${variants[@]}"; do
     vwork="$work-variant-$(basename "$v")"; rm -rf "$vwork"; mkdir -p "$vwork"
     cp -r generated_ops "$vwork/" && cp "$repo/$v"/*.cuh "$vwork/generated_ops/include/opgen/" || exit 1
-    ( cd "$vwork" && opgen build -j 6 "${ops[@]}" > "$OUT/build-variant-$(basename "$v").log" 2>&1 ) &
+    ( cd "$vwork" && opgen build -j 6 "${quick_ops[@]}" > "$OUT/build-variant-$(basename "$v").log" 2>&1 ) &
     variant_builds+=($!)
   done
 fi
@@ -192,11 +194,11 @@ if has_mode mlpquick; then
     vwork="$work-variant-$(basename "$v")"
     echo "== variant $v" | tee -a "$OUT/mlpquick.log"
     PYTHONPATH="$vwork${PYTHONPATH:+:$PYTHONPATH}" python3 "$repo/scripts/mlp_quick_bench.py" "$vwork/generated_ops" \
-      "${ops[@]}" ${MLPQUICK_ARGS:-} 2>&1 | tee -a "$OUT/mlpquick.log"
+      "${quick_ops[@]}" ${MLPQUICK_ARGS:-} 2>&1 | tee -a "$OUT/mlpquick.log"
   done
   [ ${#variants[@]} -gt 0 ] && echo "== this tree" | tee -a "$OUT/mlpquick.log"
   PYTHONPATH="$work${PYTHONPATH:+:$PYTHONPATH}" python3 "$repo/scripts/mlp_quick_bench.py" "$work/generated_ops" \
-    "${ops[@]}" ${MLPQUICK_ARGS:-} 2>&1 | tee -a "$OUT/mlpquick.log"
+    "${quick_ops[@]}" ${MLPQUICK_ARGS:-} 2>&1 | tee -a "$OUT/mlpquick.log"
   [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
 fi
 if has_mode bench; then

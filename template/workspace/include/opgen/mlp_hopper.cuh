@@ -196,8 +196,8 @@ __device__ __forceinline__ void warpgroup_barrier(int g) {
 }
 
 // The network's shapes as this kernel pads them, and its shared memory: the weights (every layer,
-// 1024-byte aligned slices), with kSharedX each warpgroup's two x tiles, the biases
-// (float), then each warp's x buffer (16 rows; without kSharedX) and, with kStage, its SavedTile.
+// 1024-byte aligned slices), with kSharedX each warpgroup's two x tiles, the biases (float), then
+// each warp's x buffer (16 rows; without kSharedX) and, with kStage, its SavedTile.
 template <typename T, class Net, int kStageElements>
 struct Plan {
   static constexpr int kLayers = Net::kLayers;
@@ -240,20 +240,24 @@ struct Plan {
                     : (int64_t(kRowsPerWarp) * Net::width(0) * int64_t(sizeof(T)) + 15) / 16 * 16 /
                           int64_t(sizeof(T));
   }
-  // Warpgroups a block, by the registers a thread holds for a layer's A operand and accumulators,
-  // the most over the layers: up to 64 (width 64), 4 warpgroups, 128 registers a thread (64x4: 92
-  // in 16-bit, 104 in tf32); up to 96 (width 128, 16-bit), 3, 168 registers (seed: 142); more (tf32
-  // at width 128), 2, 255 registers (seed: 178). With x from shared memory the first layer's A
-  // takes no registers, and what they hold instead is the next layer's A its epilogue builds (seed
-  // in 16-bit: 96, 3 warpgroups; at 4 and 128 registers it spilled).
+  // Warpgroups a block, by the registers a thread holds for a layer's A operand (the k steps it
+  // multiplies) and accumulators, the most over the layers (ptxas, sm_90a, no spills):
+  //   up to 64 (width 64):    4 warpgroups, 128 registers a thread (64x4: 48 in 16-bit, 98
+  //                           registers; 64 in tf32, 105);
+  //   up to 116 (width 128):  3, 168 registers (seed in 16-bit: 96, 167; in tf32: 52 + 64 = 116,
+  //                           166: its first layer's 13 k steps of 16 leave it room);
+  //   more (tf32, 128 wide):  2, 255 registers.
+  // With x from shared memory the first layer's A takes no registers, and what they hold instead
+  // is the next layer's A its epilogue builds (seed in 16-bit: 32 + 64; at 4 warpgroups and 128
+  // registers it spilled).
   static constexpr int warpgroups(bool shared_x) {
     int m = 0;
     for (int l = 0; l < kLayers; ++l) {
-      const int a =
-          static_cast<int>(sizeof(T)) * (l == 0 && shared_x ? n_width(l) : k_width(l)) / 8;
+      const int k = (Net::width(l) + kStepK - 1) / kStepK * kStepK;
+      const int a = static_cast<int>(sizeof(T)) * (l == 0 && shared_x ? n_width(l) : k) / 8;
       m = a + n_width(l) / 2 > m ? a + n_width(l) / 2 : m;
     }
-    return m <= 64 ? 4 : m <= 96 ? 3 : 2;
+    return m <= 64 ? 4 : m <= 116 ? 3 : 2;
   }
   static constexpr int64_t bytes(bool shared_x) {
     const int64_t warps = 4 * warpgroups(shared_x);
@@ -290,9 +294,10 @@ __device__ __forceinline__ void place_weight(unsigned char* base, int n, int k_l
 
 // Every layer's weights W[n][k] into their slices, zero-padded, in one round trip to memory: each
 // thread first loads its 16-byte chunks of every layer (the weights are read as the flat arrays
-// they are, where 16-byte aligned), then places their elements; the padding is written meanwhile.
-template <typename T, class Net, class P>
-__device__ void stage_weights(unsigned char* base, const Params<T>& p) {
+// they are, where 16-byte aligned), runs `meanwhile` (the biases' loads join the same trip), then
+// places their elements.
+template <typename T, class Net, class P, class Meanwhile>
+__device__ void stage_weights(unsigned char* base, const Params<T>& p, const Meanwhile& meanwhile) {
   constexpr int kVec = 16 / static_cast<int>(sizeof(T));
   constexpr int kLayers = Net::kLayers;
   // Chunks a thread loads of layer l, and where they start in its registers.
@@ -317,6 +322,7 @@ __device__ void stage_weights(unsigned char* base, const Params<T>& p) {
       if (c < kCount) chunk[first_chunk(l) + j] = src[c];
     }
   });
+  meanwhile();
   static_for<0, kLayers>([&](auto layer) {
     constexpr int l = decltype(layer)::value;
     constexpr int kOut = Net::width(l + 1), kIn = Net::width(l);
@@ -493,11 +499,12 @@ __global__ void OPGEN_WGMMA_LAUNCH_BOUNDS((threads<T, Net, kHidden, kOut, kStage
       fetch_rows<T, kInWidth>(buffer, p.x, row0, rows_from(row0), x_aligned, lane);
     }
   }
-  for (int i = threadIdx.x; i < kLayers * kMaxN; i += blockDim.x) {
-    const int l = i / kMaxN, n = i - l * kMaxN;
-    biases[i] = (kBias && n < Net::width(l + 1)) ? static_cast<float>(params.bias[l][n]) : 0.f;
-  }
-  stage_weights<T, Net, P>(base, params);
+  stage_weights<T, Net, P>(base, params, [&] {  // while the weights' chunks are on their way
+    for (int i = threadIdx.x; i < kLayers * kMaxN; i += blockDim.x) {
+      const int l = i / kMaxN, n = i - l * kMaxN;
+      biases[i] = (kBias && n < Net::width(l + 1)) ? static_cast<float>(params.bias[l][n]) : 0.f;
+    }
+  });
   fence_shared_for_async();
   __syncthreads();
   const uint32_t weights = tc::shared_address(base);
@@ -521,7 +528,10 @@ __global__ void OPGEN_WGMMA_LAUNCH_BOUNDS((threads<T, Net, kHidden, kOut, kStage
     }
     static_for<0, kLayers>([&](auto layer) {
       constexpr int l = decltype(layer)::value;
-      constexpr int kK = P::k_width(l), kN = P::n_width(l);
+      constexpr int kN = P::n_width(l);
+      // k steps up to the layer's own width, not its padded one: past it both operands are zeros
+      // (seed's first layer, k = 100 of 128: 7 of 8 steps in 16-bit, 13 of 16 in tf32).
+      constexpr int kSteps = (Net::width(l) + P::kStepK - 1) / P::kStepK;
       constexpr bool kLast = l + 1 == kLayers;
       constexpr bool kAShared = kSharedX && l == 0;
       // The layer's columns in two parts, each its own chain of MMAs (commit group): the second
@@ -532,7 +542,7 @@ __global__ void OPGEN_WGMMA_LAUNCH_BOUNDS((threads<T, Net, kHidden, kOut, kStage
 #pragma unroll
       for (int part = 0; part < kParts; ++part) {
 #pragma unroll
-        for (int kt = 0; kt < kK / P::kStepK; ++kt) {
+        for (int kt = 0; kt < kSteps; ++kt) {
           const uint64_t b_desc = descriptor<P, l>(weights, kt, part * kPart);
           if constexpr (kAShared) {
             const int k = kt * P::kStepK;
@@ -559,7 +569,7 @@ __global__ void OPGEN_WGMMA_LAUNCH_BOUNDS((threads<T, Net, kHidden, kOut, kStage
           if constexpr (!kAShared) {
             // The MMAs read h's registers until here: keep the compiler from reusing them.
 #pragma unroll
-            for (int s = 0; s < kK / P::kStepK; ++s) {
+            for (int s = 0; s < kSteps; ++s) {
 #pragma unroll
               for (int r = 0; r < 4; ++r) pin(h.step[s].reg[r]);
             }
