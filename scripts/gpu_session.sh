@@ -10,7 +10,8 @@
 #             QUICK_ARGS: more options of the sweep, e.g. --compile-budget 200 or --no-compile)
 #   profile   the linear ops' training step, kernel by kernel against eager (scripts/linear_profile.py)
 #   mlpquick  the mlp ops against eager at a few batches, and a training step kernel by kernel
-#             (scripts/mlp_quick_bench.py; MLPQUICK_ARGS: more options, e.g. --rows 1048576)
+#             (scripts/mlp_quick_bench.py; MLPQUICK_ARGS: more options, e.g. --rows 1048576;
+#             MLPQUICK_VARIANTS: other headers to time first, see below)
 # Device time is scarce, so one call does it all; logs and results land in $OUT. The workspace
 # lives in $GPU_WORK (default /tmp/opgen-gpu), so a second call on a warm machine rebuilds nothing.
 #
@@ -66,6 +67,22 @@ for op in "${ops[@]}"; do
     *) opgen new "$op" ;;
   esac || exit 1
 done
+# MLPQUICK_VARIANTS (mlpquick): folders (relative to the repo) of replacement headers, e.g. a
+# baseline's include/opgen/*.cuh; each is copied over a copy of the workspace and built there
+# beside the main build, then timed before it, in the same process order (compare ratios to eager
+# within one call).
+# MLPQUICK_OPS: the ops mlpquick times (default: all named).
+read -r -a quick_ops <<< "${MLPQUICK_OPS:-${ops[*]}}"
+variants=(); variant_builds=()
+if has_mode mlpquick && [ -n "${MLPQUICK_VARIANTS:-}" ]; then
+  read -r -a variants <<< "$MLPQUICK_VARIANTS"
+  for v in "${variants[@]}"; do
+    vwork="$work-variant-$(basename "$v")"; rm -rf "$vwork"; mkdir -p "$vwork"
+    cp -r generated_ops "$vwork/" && cp "$repo/$v"/*.cuh "$vwork/generated_ops/include/opgen/" || exit 1
+    ( cd "$vwork" && opgen build -j 6 "${quick_ops[@]}" > "$OUT/build-variant-$(basename "$v").log" 2>&1 ) &
+    variant_builds+=($!)
+  done
+fi
 opgen build -j 16 "${ops[@]}" 2>&1 | tee -a "$OUT/build.log" | tail -15 || exit 1
 
 status=0
@@ -169,8 +186,19 @@ if has_mode profile; then
   done
 fi
 if has_mode mlpquick; then
+  if [ ${#variant_builds[@]} -gt 0 ]; then
+    wait "${variant_builds[@]}"
+    cat "$OUT"/build-variant-*.log >> "$OUT/build.log" && rm "$OUT"/build-variant-*.log
+  fi
+  for v in "${variants[@]}"; do
+    vwork="$work-variant-$(basename "$v")"
+    echo "== variant $v" | tee -a "$OUT/mlpquick.log"
+    PYTHONPATH="$vwork${PYTHONPATH:+:$PYTHONPATH}" python3 "$repo/scripts/mlp_quick_bench.py" "$vwork/generated_ops" \
+      "${quick_ops[@]}" ${MLPQUICK_ARGS:-} 2>&1 | tee -a "$OUT/mlpquick.log"
+  done
+  [ ${#variants[@]} -gt 0 ] && echo "== this tree" | tee -a "$OUT/mlpquick.log"
   PYTHONPATH="$work${PYTHONPATH:+:$PYTHONPATH}" python3 "$repo/scripts/mlp_quick_bench.py" "$work/generated_ops" \
-    "${ops[@]}" ${MLPQUICK_ARGS:-} 2>&1 | tee "$OUT/mlpquick.log"
+    "${quick_ops[@]}" ${MLPQUICK_ARGS:-} 2>&1 | tee -a "$OUT/mlpquick.log"
   [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
 fi
 if has_mode bench; then

@@ -75,6 +75,9 @@ class OpSuite:
     large_shape: ClassVar[tuple[int, ...]] = (2**31 + 4099,)
     # Whether the op's CUDA path runs cuBLAS (a sanitizer tool then must first pass torch's own GEMMs).
     uses_cublas: ClassVar[bool] = False
+    # Whether the forward runs kernels of its own where no gradient is needed (the MLP's: nothing
+    # kept for a backward); exercise_kernel_paths then runs each forward that way too.
+    inference_kernels: ClassVar[bool] = False
 
     def arguments(self, shape: tuple[int, ...], dtype: torch.dtype, device: str) -> dict[str, Any]:
         """Keyword arguments of one valid call whose tensors are built from ``shape``."""
@@ -124,15 +127,21 @@ class OpSuite:
         """Every CUDA kernel path once, forward and backward, aligned and one element off.
 
         The test module's ``__main__`` calls this; test_clean_under_compute_sanitizer runs the
-        module under each compute-sanitizer tool, which then sees every load and store.
+        module under each compute-sanitizer tool, which then sees every load and store. With
+        ``inference_kernels``, each forward also runs once with no gradient needed.
         """
         for dtype in FLOAT_DTYPES:
             for shape in self.shapes:
                 for place in (lambda tensor: tensor, misaligned):
                     arguments = self.arguments(shape, dtype, "cuda")
-                    for a in self.spec.tensors:
-                        if arguments[a.name] is not None:
-                            arguments[a.name] = place(arguments[a.name]).requires_grad_(self.spec.has_backward)
+                    tensors = [a.name for a in self.spec.tensors if arguments[a.name] is not None]
+                    for name in tensors:
+                        arguments[name] = place(arguments[name])
+                    if self.inference_kernels:
+                        with torch.no_grad():
+                            self.op(**arguments)
+                    for name in tensors:
+                        arguments[name].requires_grad_(self.spec.has_backward)
                     self.run_once(arguments)
         torch.cuda.synchronize()
 

@@ -67,6 +67,7 @@ class TestMlpTwo(GradientSuite, SeveralTensorsSuite):
     reference = staticmethod(reference_mlp_two)
     module = MlpTwo
     uses_cublas = True  # weight gradients the backward kernel does not sum (float32, float64, big nets) are cuBLAS
+    inference_kernels = True  # a forward keeping nothing for a backward has kernels of its own
     # x's leading shape (its last dimension is always the input width): one row, a few, one past a
     # warp's 16 rows and a block's 128 (partly filled tiles), several leading dimensions.
     shapes = ((1,), (3, 1), (17, 1), (2, 129, 1))

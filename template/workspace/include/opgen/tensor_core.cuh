@@ -177,6 +177,18 @@ __device__ __forceinline__ void cp_async_4(uint32_t shared_dst, const void* glob
 #endif
 }
 
+// Copies 8 bytes, zero-filled when !valid; both addresses 8-byte aligned.
+__device__ __forceinline__ void cp_async_8(uint32_t shared_dst, const void* global_src,
+                                           bool valid) {
+#ifdef OPGEN_TC_UNSUPPORTED
+  __trap();
+#else
+  const int src_bytes = valid ? 8 : 0;
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 8, %2;\n" ::"r"(shared_dst), "l"(global_src),
+               "r"(src_bytes));
+#endif
+}
+
 __device__ __forceinline__ void cp_async_commit() {
 #ifndef OPGEN_TC_UNSUPPORTED
   asm volatile("cp.async.commit_group;\n" ::);
