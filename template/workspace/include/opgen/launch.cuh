@@ -8,23 +8,50 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
+#include <map>
+#include <mutex>
+#include <utility>
 
 namespace opgen {
 
 // Devices whose per-device answers the launchers remember (a device past it asks every time).
 constexpr int kMaxDevices = 64;
 
-// Multiprocessors of the current device, read once per device (the attribute query is cheap,
-// but not free on every launch).
-inline int multiprocessor_count() {
-  static std::atomic<int> counts[kMaxDevices] = {};  // threads may launch on one device at once
+// An attribute of the current device (cudaDevAttr...), read once per device (the query is
+// cheap, but not free on every launch).
+template <cudaDeviceAttr kAttribute>
+inline int device_attribute() {
+  static std::atomic<int> values[kMaxDevices] = {};  // threads may launch on one device at once
   const int device = c10::cuda::current_device();
-  int count = device < kMaxDevices ? counts[device].load(std::memory_order_relaxed) : 0;
-  if (count == 0) {
-    C10_CUDA_CHECK(cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, device));
-    if (device < kMaxDevices) counts[device].store(count, std::memory_order_relaxed);
+  int value = device < kMaxDevices ? values[device].load(std::memory_order_relaxed) : 0;
+  if (value == 0) {
+    C10_CUDA_CHECK(cudaDeviceGetAttribute(&value, kAttribute, device));
+    if (device < kMaxDevices) values[device].store(value, std::memory_order_relaxed);
   }
-  return count;
+  return value;
+}
+
+inline int multiprocessor_count() {
+  return device_attribute<cudaDevAttrMultiProcessorCount>();
+}
+
+// What `ask(device)` tells of `kernel` on the current device (its occupancy, whether it was
+// built for this architecture, ...), asked once per kernel and device and then remembered:
+// such driver queries cost microseconds a launch. Each asking site (its lambda's type) keeps
+// answers of its own.
+template <typename Kernel, typename Ask>
+auto once_per_kernel_and_device(Kernel kernel, Ask ask) {
+  using Answer = decltype(ask(0));
+  static std::mutex mutex;
+  static std::map<std::pair<int, const void*>, Answer> known;
+  const int device = c10::cuda::current_device();
+  const std::pair<int, const void*> key{device, reinterpret_cast<const void*>(kernel)};
+  const std::lock_guard<std::mutex> lock(mutex);
+  const auto found = known.find(key);
+  if (found != known.end()) return found->second;
+  const Answer answer = ask(device);
+  known.emplace(key, answer);
+  return answer;
 }
 
 // Blocks of kKernel, launched with `block_threads` threads (a power of two) and `smem_bytes` of

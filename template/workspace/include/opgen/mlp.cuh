@@ -47,12 +47,10 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <map>
-#include <mutex>
 #include <type_traits>
-#include <utility>
 
 #include "opgen/activations.cuh"
+#include "opgen/launch.cuh"
 #include "opgen/mlp.h"
 #include "opgen/tensor_core.cuh"
 
@@ -1415,26 +1413,18 @@ struct KernelFacts {
 
 template <typename Kernel>
 inline KernelFacts kernel_facts(Kernel kernel, int threads, int64_t shared_bytes) {
-  static std::mutex mutex;
-  static std::map<std::pair<int, const void*>, KernelFacts> known;
-  int device = 0;
-  C10_CUDA_CHECK(cudaGetDevice(&device));
-  const std::pair<int, const void*> key{device, reinterpret_cast<const void*>(kernel)};
-  const std::lock_guard<std::mutex> lock(mutex);
-  const auto found = known.find(key);
-  if (found != known.end()) return found->second;
-  KernelFacts facts;
-  C10_CUDA_CHECK(cudaDeviceGetAttribute(&facts.sms, cudaDevAttrMultiProcessorCount, device));
-  C10_CUDA_CHECK(
-      cudaDeviceGetAttribute(&facts.shared_limit, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
-  if (shared_bytes <= facts.shared_limit) {
-    C10_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                        static_cast<int>(shared_bytes)));
-    C10_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-        &facts.blocks_per_sm, kernel, threads, static_cast<size_t>(shared_bytes)));
-  }
-  known.emplace(key, facts);
-  return facts;
+  return once_per_kernel_and_device(kernel, [&](int /*device*/) {
+    KernelFacts facts;
+    facts.sms = multiprocessor_count();
+    facts.shared_limit = device_attribute<cudaDevAttrMaxSharedMemoryPerBlockOptin>();
+    if (shared_bytes <= facts.shared_limit) {
+      C10_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                          static_cast<int>(shared_bytes)));
+      C10_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+          &facts.blocks_per_sm, kernel, threads, static_cast<size_t>(shared_bytes)));
+    }
+    return facts;
+  });
 }
 
 // The persistent grid of `kernel` (kWarps warps a block) over `rows`: as many blocks as fit on
@@ -1458,19 +1448,9 @@ inline void launch(Kernel kernel, const Params<T>& p, int64_t shared_bytes, cuda
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
 
-// The opt-in shared memory of one block on the current device (cached per device).
+// The opt-in shared memory of one block on the current device.
 inline int64_t shared_limit() {
-  static std::mutex mutex;
-  static std::map<int, int> known;
-  int device = 0;
-  C10_CUDA_CHECK(cudaGetDevice(&device));
-  const std::lock_guard<std::mutex> lock(mutex);
-  const auto found = known.find(device);
-  if (found != known.end()) return found->second;
-  int limit = 0;
-  C10_CUDA_CHECK(cudaDeviceGetAttribute(&limit, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
-  known.emplace(device, limit);
-  return limit;
+  return device_attribute<cudaDevAttrMaxSharedMemoryPerBlockOptin>();
 }
 
 // A launch's parameters from the op's tensors (x, weights, biases, y contiguous; saved

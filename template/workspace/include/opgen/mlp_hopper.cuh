@@ -41,10 +41,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
-#include <map>
-#include <mutex>
 #include <type_traits>
-#include <utility>
 
 #include "opgen/mlp.cuh"
 #include "opgen/tensor_core.cuh"
@@ -611,17 +608,9 @@ __global__ void OPGEN_WGMMA_LAUNCH_BOUNDS((threads<T, Net, kHidden, kOut, kStage
 // empty kernel). Asked once per (kernel, device).
 template <typename Kernel>
 inline bool available(Kernel kernel, int threads) {
-  static std::mutex mutex;
-  static std::map<std::pair<int, const void*>, bool> known;
-  int device = 0;
-  C10_CUDA_CHECK(cudaGetDevice(&device));
-  const std::pair<int, const void*> key{device, reinterpret_cast<const void*>(kernel)};
-  const std::lock_guard<std::mutex> lock(mutex);
-  const auto found = known.find(key);
-  if (found != known.end()) return found->second;
-  const bool yes = tc::device_is_sm90(device) && tc::wgmma_kernel_built(kernel, threads);
-  known.emplace(key, yes);
-  return yes;
+  return once_per_kernel_and_device(kernel, [&](int device) {
+    return tc::device_is_sm90(device) && tc::wgmma_kernel_built(kernel, threads);
+  });
 }
 
 }  // namespace hopper
