@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # One GPU-machine session: install opgen, render the ops into a workspace, build, then any of:
 #   test      every generated test (none may skip for want of a GPU; multi-GPU ones need two GPUs)
-#   sanitize  `opgen test --sanitize`, one op per process, all at once
+#   sanitize  `opgen test --sanitize`, one op per process, all at once (SANITIZE_PIECES: norm ops
+#             in pieces, a process each; see below)
 #   multi     only the multi-GPU tests (inputs on cuda:1, different GPUs refused, DDP over NCCL)
 #   bench     `opgen bench` of the named recipes, results tarred into $OUT/benchmarks.tar.gz
 #   quick     the norm ops against eager, torch.compile and a device copy, every row length
@@ -87,8 +88,34 @@ fi
 # "racecheck initcheck": two processes an op, at once).
 read -r -a sanitized <<< "${SANITIZE_OPS:-${ops[*]}}"
 read -r -a tools <<< "${SANITIZE_TOOLS:-all}"
+# SANITIZE_PIECES (norm ops): run each op's sanitizer pieces (opgen.testing.norm_suite's
+# SANITIZER_PIECES, e.g. "short_float32 long_bfloat16", or "all") a process each, all at once:
+# the command its generated test runs (opgen.testing.sanitizer.sanitizer_command) with its output
+# (each row length's seconds) streamed to the log, so a piece cut off by SANITIZE_TIMEOUT still
+# says where its time went. Clean: exit 0 and a summary of 0 errors or hazards.
+read -r -a pieces <<< "${SANITIZE_PIECES:-}"
+[ "${pieces[*]:-}" = all ] && read -r -a pieces <<< "$(python3 -c 'from opgen.testing.norm_suite import SANITIZER_PIECES as p; print(*p)')"
+sanitizer_line() {  # tool op piece: the sanitizer's command line for one piece
+  python3 -c 'import shlex, sys; from opgen.testing.sanitizer import find_compute_sanitizer, sanitizer_command
+tool, op, piece = sys.argv[1:]
+print(shlex.join(sanitizer_command(find_compute_sanitizer(), tool, f"generated_ops.{op}.test_{op}", [piece])))' "$@"
+}
 sanitizing=()
-if has_mode sanitize; then  # in the background: it overlaps the plain tests
+if has_mode sanitize && [ ${#pieces[@]} -gt 0 ]; then
+  for op in "${sanitized[@]}"; do
+    for tool in "${tools[@]}"; do
+      for piece in "${pieces[@]}"; do
+        log="$OUT/sanitize-$op-$tool-$piece.log"
+        line=$(sanitizer_line "$tool" "$op" "$piece")
+        ( began=$SECONDS
+          export PYTORCH_NO_CUDA_MEMORY_CACHING=1 PYTHONPATH="$work${PYTHONPATH:+:$PYTHONPATH}"
+          eval "timeout ${SANITIZE_TIMEOUT:-0} $line" > "$log" 2>&1
+          echo "exit $? after $((SECONDS - began)) s" >> "$log" ) &
+        sanitizing+=($!)
+      done
+    done
+  done
+elif has_mode sanitize; then  # in the background: it overlaps the plain tests
   for op in "${sanitized[@]}"; do
     for tool in "${tools[@]}"; do
       # SANITIZE_TIMEOUT (seconds): stop a sanitizer run that would leave no time for what follows.
@@ -139,7 +166,20 @@ if has_mode multi; then
   [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
   if grep -q "needs two CUDA GPUs" "$OUT/multi.log"; then echo "multi-GPU tests were skipped"; status=1; fi
 fi
-if has_mode sanitize; then
+if has_mode sanitize && [ ${#pieces[@]} -gt 0 ]; then
+  wait "${sanitizing[@]}"
+  for op in "${sanitized[@]}"; do
+    for tool in "${tools[@]}"; do
+      for piece in "${pieces[@]}"; do
+        log="$OUT/sanitize-$op-$tool-$piece.log"
+        summary=$(grep -E "(ERROR|RACECHECK) SUMMARY" "$log" | tail -1 | sed 's/^=* *//')
+        echo "== sanitize $op ($tool, $piece): ${summary:-no summary}; $(tail -1 "$log")"
+        grep -q "^exit 0 " "$log" && grep -qE "SUMMARY: 0 (errors|hazards)" "$log" || status=1
+      done
+    done
+  done
+  cat "$OUT"/sanitize-*.log > "$OUT/sanitize.log" && rm "$OUT"/sanitize-*.log
+elif has_mode sanitize; then
   wait "${sanitizing[@]}"
   for op in "${sanitized[@]}"; do
     for tool in "${tools[@]}"; do
