@@ -89,35 +89,40 @@ fi
 read -r -a sanitized <<< "${SANITIZE_OPS:-${ops[*]}}"
 read -r -a tools <<< "${SANITIZE_TOOLS:-all}"
 # SANITIZE_PIECES (norm ops): run each op's sanitizer pieces (opgen.testing.norm_suite's
-# SANITIZER_PIECES, e.g. "short_float32 long_bfloat16", or "all") a process each, all at once:
-# the command its generated test runs (opgen.testing.sanitizer.sanitizer_command) with its output
-# (each row length's seconds) streamed to the log, so a piece cut off by SANITIZE_TIMEOUT still
-# says where its time went. Clean: exit 0 and a summary of 0 errors or hazards.
+# SANITIZER_PIECES, e.g. "short_float32 long_bfloat16", or "all") a process each, all at once,
+# for the tools in SANITIZE_PIECE_TOOLS (default: every tool named; the others run every piece in
+# one process, "whole"): the command its generated test runs (opgen.testing.sanitizer's
+# sanitizer_command), with its output (each row length's seconds) streamed to the log, so a run
+# cut off by SANITIZE_TIMEOUT still says where its time went. Clean: exit 0 and a summary of 0
+# errors or hazards.
 read -r -a pieces <<< "${SANITIZE_PIECES:-}"
 [ "${pieces[*]:-}" = all ] && read -r -a pieces <<< "$(python3 -c 'from opgen.testing.norm_suite import SANITIZER_PIECES as p; print(*p)')"
-sanitizer_line() {  # tool op piece: the sanitizer's command line for one piece
+in_pieces() { [ ${#pieces[@]} -gt 0 ]; }
+pieces_of() {  # tool: its pieces
+  if [[ " ${SANITIZE_PIECE_TOOLS:-${tools[*]}} " == *" $1 "* ]]; then echo "${pieces[*]}"; else echo whole; fi
+}
+sanitizer_line() {  # tool op piece: the sanitizer's command line for one piece ("whole": all)
   python3 -c 'import shlex, sys; from opgen.testing.sanitizer import find_compute_sanitizer, sanitizer_command
 tool, op, piece = sys.argv[1:]
-print(shlex.join(sanitizer_command(find_compute_sanitizer(), tool, f"generated_ops.{op}.test_{op}", [piece])))' "$@"
+module = f"generated_ops.{op}.test_{op}"
+print(shlex.join(sanitizer_command(find_compute_sanitizer(), tool, module, [] if piece == "whole" else [piece])))' "$@"
 }
 sanitizing=()
-if has_mode sanitize && [ ${#pieces[@]} -gt 0 ]; then
+if has_mode sanitize; then  # in the background: it overlaps the plain tests
   for op in "${sanitized[@]}"; do
     for tool in "${tools[@]}"; do
-      for piece in "${pieces[@]}"; do
-        log="$OUT/sanitize-$op-$tool-$piece.log"
-        line=$(sanitizer_line "$tool" "$op" "$piece")
-        ( began=$SECONDS
-          export PYTORCH_NO_CUDA_MEMORY_CACHING=1 PYTHONPATH="$work${PYTHONPATH:+:$PYTHONPATH}"
-          eval "timeout ${SANITIZE_TIMEOUT:-0} $line" > "$log" 2>&1
-          echo "exit $? after $((SECONDS - began)) s" >> "$log" ) &
-        sanitizing+=($!)
-      done
-    done
-  done
-elif has_mode sanitize; then  # in the background: it overlaps the plain tests
-  for op in "${sanitized[@]}"; do
-    for tool in "${tools[@]}"; do
+      if in_pieces "$tool"; then
+        for piece in $(pieces_of "$tool"); do
+          log="$OUT/sanitize-$op-$tool-$piece.log"
+          line=$(sanitizer_line "$tool" "$op" "$piece")
+          ( began=$SECONDS
+            export PYTORCH_NO_CUDA_MEMORY_CACHING=1 PYTHONPATH="$work${PYTHONPATH:+:$PYTHONPATH}"
+            eval "timeout ${SANITIZE_TIMEOUT:-0} $line" > "$log" 2>&1
+            echo "exit $? after $((SECONDS - began)) s" >> "$log" ) &
+          sanitizing+=($!)
+        done
+        continue
+      fi
       # SANITIZE_TIMEOUT (seconds): stop a sanitizer run that would leave no time for what follows.
       log="$OUT/sanitize-$op-$tool.log"
       ( if [ "$tool" = all ]; then timeout "${SANITIZE_TIMEOUT:-0}" opgen test "$op" --sanitize
@@ -166,23 +171,19 @@ if has_mode multi; then
   [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
   if grep -q "needs two CUDA GPUs" "$OUT/multi.log"; then echo "multi-GPU tests were skipped"; status=1; fi
 fi
-if has_mode sanitize && [ ${#pieces[@]} -gt 0 ]; then
+if has_mode sanitize; then
   wait "${sanitizing[@]}"
   for op in "${sanitized[@]}"; do
     for tool in "${tools[@]}"; do
-      for piece in "${pieces[@]}"; do
-        log="$OUT/sanitize-$op-$tool-$piece.log"
-        summary=$(grep -E "(ERROR|RACECHECK) SUMMARY" "$log" | tail -1 | sed 's/^=* *//')
-        echo "== sanitize $op ($tool, $piece): ${summary:-no summary}; $(tail -1 "$log")"
-        grep -q "^exit 0 " "$log" && grep -qE "SUMMARY: 0 (errors|hazards)" "$log" || status=1
-      done
-    done
-  done
-  cat "$OUT"/sanitize-*.log > "$OUT/sanitize.log" && rm "$OUT"/sanitize-*.log
-elif has_mode sanitize; then
-  wait "${sanitizing[@]}"
-  for op in "${sanitized[@]}"; do
-    for tool in "${tools[@]}"; do
+      if in_pieces "$tool"; then
+        for piece in $(pieces_of "$tool"); do
+          log="$OUT/sanitize-$op-$tool-$piece.log"
+          summary=$(grep -E "(ERROR|RACECHECK) SUMMARY" "$log" | tail -1 | sed 's/^=* *//')
+          echo "== sanitize $op ($tool, $piece): ${summary:-no summary}; $(tail -1 "$log")"
+          grep -q "^exit 0 " "$log" && grep -qE "SUMMARY: 0 (errors|hazards)" "$log" || status=1
+        done
+        continue
+      fi
       log="$OUT/sanitize-$op-$tool.log"
       echo "== sanitize $op ($tool): $(grep -E '^=+ .*(passed|failed|skipped|error)' "$log" | tail -1) $(tail -1 "$log")"
       grep -q "^exit 0$" "$log" || status=1

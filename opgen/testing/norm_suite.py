@@ -42,18 +42,26 @@ PATH_ROW_LENGTHS = [1, 2, 3, 4, 5, 7, 8, 9, 16, 17, 31, 32, 33, 64, 127, 128, 12
                     262152, 300000, 524296]  # fmt: skip
 
 # The sanitizer's run of every kernel path (exercise_kernel_paths) in pieces, each in a process of
-# its own: a dtype's row lengths up to 8200 (rows in one block's registers), then its longer ones
-# (clusters, the slices backward and the long-row kernels). Under racecheck the whole run took
-# over 240 s an op on an H200 and was never judged; the pieces together run every case it ran.
-# A piece is named "{short,long}_{dtype}" (no name inside another, for pytest's -k).
-SHORT_ROWS = 8200
+# its own: a dtype's row lengths up to 8200 (rows in one block's registers), up to 65544
+# (clusters), up to 262152 (the widest clusters and the slices backward), then the longest (the
+# long-row kernels). Under racecheck the whole run took over 240 s an op on an H200 and was never
+# judged: rows of 131072 and more took 10-35 s each there (2026-11-25, 16 pieces at once), where
+# the whole first piece took 12-28 s. The pieces together run every case the whole run did.
+# A piece is named "{part}_{dtype}" (no name inside another, for pytest's -k).
+ROW_PARTS = {"short": 8200, "mid": 65544, "long": 262152, "longest": max(PATH_ROW_LENGTHS)}
+
+
+def _part_lengths(part: str) -> list[int]:
+    bounds = list(ROW_PARTS.values())
+    upper = ROW_PARTS[part]
+    lower = max((bound for bound in bounds if bound < upper), default=0)
+    return [n for n in PATH_ROW_LENGTHS if lower < n <= upper]
+
+
 SANITIZER_PIECES: dict[str, tuple[torch.dtype, list[int]]] = {
-    f"{part}_{str(dtype).removeprefix('torch.')}": (dtype, lengths)
+    f"{part}_{str(dtype).removeprefix('torch.')}": (dtype, _part_lengths(part))
     for dtype in FLOAT_DTYPES
-    for part, lengths in (
-        ("short", [n for n in PATH_ROW_LENGTHS if n <= SHORT_ROWS]),
-        ("long", [n for n in PATH_ROW_LENGTHS if n > SHORT_ROWS]),
-    )
+    for part in ROW_PARTS
 }
 
 # Magnitudes far from 1 that the dtype's squares still hold (a float32 of 1e20 would square to inf
