@@ -108,11 +108,13 @@ module = f"generated_ops.{op}.test_{op}"
 print(shlex.join(sanitizer_command(find_compute_sanitizer(), tool, module, [] if piece == "whole" else [piece])))' "$@"
 }
 sanitizing=()
-if has_mode sanitize; then  # in the background: it overlaps the plain tests
+start_sanitizers() {  # in the background
   for op in "${sanitized[@]}"; do
     for tool in "${tools[@]}"; do
       if in_pieces "$tool"; then
         for piece in $(pieces_of "$tool"); do
+          # SANITIZE_JOBS: at most this many pieces at once (default 16).
+          while [ "$(jobs -rp | wc -l)" -ge "${SANITIZE_JOBS:-16}" ]; do wait -n; done
           log="$OUT/sanitize-$op-$tool-$piece.log"
           line=$(sanitizer_line "$tool" "$op" "$piece")
           ( began=$SECONDS
@@ -131,7 +133,10 @@ if has_mode sanitize; then  # in the background: it overlaps the plain tests
       sanitizing+=($!)
     done
   done
-fi
+}
+# Whole-op sanitizer runs overlap the plain tests. Pieces start after them: 34 sanitizer
+# processes beside the tests starved them on the H200 (2026-11-25: 6 tests an op in ~140 s).
+if has_mode sanitize && ! { in_pieces && has_mode test; }; then start_sanitizers; fi
 if has_mode test; then
   # TEST_K: a pytest -k expression (e.g. cuda) to run only part of the tests. TEST_SPLIT=1: one
   # `opgen test` process an op, all at once (the GPU machine's cores run them side by side), then
@@ -166,6 +171,7 @@ if has_mode test; then
   fi
   if grep -q "no CUDA GPU found" "$OUT/test.log"; then echo "CUDA tests were skipped on a GPU machine"; status=1; fi
 fi
+if has_mode sanitize && in_pieces && has_mode test; then start_sanitizers; fi
 if has_mode multi; then
   opgen test "${ops[@]}" -k "second_gpu or different_gpus or ddp" 2>&1 | tee "$OUT/multi.log" | tail -25
   [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
