@@ -386,6 +386,7 @@ class NormSuite(GradientSuite, OptionalTensorsSuite, SeveralTensorsSuite):
     @pytest.mark.sanitize
     @pytest.mark.parametrize("piece", list(SANITIZER_PIECES))
     @pytest.mark.parametrize("tool", SANITIZER_TOOLS)
-    def test_clean_under_compute_sanitizer(self, device: str, tool: str, piece: str) -> None:
-        # One process a piece (see SANITIZER_PIECES): every piece of every tool is its own test.
+    def test_clean_under_compute_sanitizer(self, device: str, tool: str, piece: str) -> None:  # type: ignore[override]
+        # One process a piece (see SANITIZER_PIECES): every piece of every tool is its own test
+        # (pytest's parameters, so the signature differs from OpSuite's).
         assert_clean_under_sanitizer(tool, type(self).__module__, uses_cublas=self.uses_cublas, arguments=[piece])
