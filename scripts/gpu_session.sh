@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # One GPU-machine session: install opgen, render the ops into a workspace, build, then any of:
 #   test      every generated test (none may skip for want of a GPU; multi-GPU ones need two GPUs)
-#   sanitize  `opgen test --sanitize`, one op per process, all at once
+#   sanitize  `opgen test --sanitize`, one op per process, all at once (SANITIZE_PIECES: norm ops
+#             in pieces, a process each; see below)
 #   multi     only the multi-GPU tests (inputs on cuda:1, different GPUs refused, DDP over NCCL)
 #   bench     `opgen bench` of the named recipes, results tarred into $OUT/benchmarks.tar.gz
 #   quick     the norm ops against eager, torch.compile and a device copy, every row length
@@ -104,10 +105,43 @@ fi
 # "racecheck initcheck": two processes an op, at once).
 read -r -a sanitized <<< "${SANITIZE_OPS:-${ops[*]}}"
 read -r -a tools <<< "${SANITIZE_TOOLS:-all}"
+# SANITIZE_PIECES (norm ops): run each op's sanitizer pieces (opgen.testing.norm_suite's
+# SANITIZER_PIECES, e.g. "short_float32 long_bfloat16", or "all") a process each, all at once,
+# for the tools in SANITIZE_PIECE_TOOLS (default: every tool named; the others run every piece in
+# one process, "whole"): the command its generated test runs (opgen.testing.sanitizer's
+# sanitizer_command), with its output (each row length's seconds) streamed to the log, so a run
+# cut off by SANITIZE_TIMEOUT still says where its time went. Clean: exit 0 and a summary of 0
+# errors or hazards.
+read -r -a pieces <<< "${SANITIZE_PIECES:-}"
+[ "${pieces[*]:-}" = all ] && read -r -a pieces <<< "$(python3 -c 'from opgen.testing.norm_suite import SANITIZER_PIECES as p; print(*p)')"
+in_pieces() { [ ${#pieces[@]} -gt 0 ]; }
+pieces_of() {  # tool: its pieces
+  if [[ " ${SANITIZE_PIECE_TOOLS:-${tools[*]}} " == *" $1 "* ]]; then echo "${pieces[*]}"; else echo whole; fi
+}
+sanitizer_line() {  # tool op piece: the sanitizer's command line for one piece ("whole": all)
+  python3 -c 'import shlex, sys; from opgen.testing.sanitizer import find_compute_sanitizer, sanitizer_command
+tool, op, piece = sys.argv[1:]
+module = f"generated_ops.{op}.test_{op}"
+print(shlex.join(sanitizer_command(find_compute_sanitizer(), tool, module, [] if piece == "whole" else [piece])))' "$@"
+}
 sanitizing=()
-if has_mode sanitize; then  # in the background: it overlaps the plain tests
+start_sanitizers() {  # in the background
   for op in "${sanitized[@]}"; do
     for tool in "${tools[@]}"; do
+      if in_pieces "$tool"; then
+        for piece in $(pieces_of "$tool"); do
+          # SANITIZE_JOBS: at most this many pieces at once (default 16).
+          while [ "$(jobs -rp | wc -l)" -ge "${SANITIZE_JOBS:-16}" ]; do wait -n; done
+          log="$OUT/sanitize-$op-$tool-$piece.log"
+          line=$(sanitizer_line "$tool" "$op" "$piece")
+          ( began=$SECONDS
+            export PYTORCH_NO_CUDA_MEMORY_CACHING=1 PYTHONPATH="$work${PYTHONPATH:+:$PYTHONPATH}"
+            eval "timeout ${SANITIZE_TIMEOUT:-0} $line" > "$log" 2>&1
+            echo "exit $? after $((SECONDS - began)) s" >> "$log" ) &
+          sanitizing+=($!)
+        done
+        continue
+      fi
       # SANITIZE_TIMEOUT (seconds): stop a sanitizer run that would leave no time for what follows.
       log="$OUT/sanitize-$op-$tool.log"
       ( if [ "$tool" = all ]; then timeout "${SANITIZE_TIMEOUT:-0}" opgen test "$op" --sanitize
@@ -116,7 +150,10 @@ if has_mode sanitize; then  # in the background: it overlaps the plain tests
       sanitizing+=($!)
     done
   done
-fi
+}
+# Whole-op sanitizer runs overlap the plain tests. Pieces start after them: 34 sanitizer
+# processes beside the tests starved them on the H200 (2026-11-25: 6 tests an op in ~140 s).
+if has_mode sanitize && ! { in_pieces && has_mode test; }; then start_sanitizers; fi
 if has_mode test; then
   # TEST_K: a pytest -k expression (e.g. cuda) to run only part of the tests. TEST_SPLIT=1: one
   # `opgen test` process an op, all at once (the GPU machine's cores run them side by side), then
@@ -151,6 +188,7 @@ if has_mode test; then
   fi
   if grep -q "no CUDA GPU found" "$OUT/test.log"; then echo "CUDA tests were skipped on a GPU machine"; status=1; fi
 fi
+if has_mode sanitize && in_pieces && has_mode test; then start_sanitizers; fi
 if has_mode multi; then
   opgen test "${ops[@]}" -k "second_gpu or different_gpus or ddp" 2>&1 | tee "$OUT/multi.log" | tail -25
   [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
@@ -160,6 +198,15 @@ if has_mode sanitize; then
   wait "${sanitizing[@]}"
   for op in "${sanitized[@]}"; do
     for tool in "${tools[@]}"; do
+      if in_pieces "$tool"; then
+        for piece in $(pieces_of "$tool"); do
+          log="$OUT/sanitize-$op-$tool-$piece.log"
+          summary=$(grep -E "(ERROR|RACECHECK) SUMMARY" "$log" | tail -1 | sed 's/^=* *//')
+          echo "== sanitize $op ($tool, $piece): ${summary:-no summary}; $(tail -1 "$log")"
+          grep -q "^exit 0 " "$log" && grep -qE "SUMMARY: 0 (errors|hazards)" "$log" || status=1
+        done
+        continue
+      fi
       log="$OUT/sanitize-$op-$tool.log"
       echo "== sanitize $op ($tool): $(grep -E '^=+ .*(passed|failed|skipped|error)' "$log" | tail -1) $(tail -1 "$log")"
       grep -q "^exit 0$" "$log" || status=1

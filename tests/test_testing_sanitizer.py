@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
@@ -82,7 +83,7 @@ def test_an_op_on_cublas_is_judged_by_initcheck_only_where_torchs_own_gemms_pass
     clean = SanitizerRun("initcheck", 0, "========= ERROR SUMMARY: 0 errors\n")
     runs: list[str] = []
 
-    def run(tool: str, module: str, *, sanitizer: Path) -> SanitizerRun:
+    def run(tool: str, module: str, *, sanitizer: Path, arguments: Sequence[str] = ()) -> SanitizerRun:
         runs.append(module)
         return control if module == sanitizer_module.CUBLAS_CONTROL else op_run
 
@@ -106,3 +107,28 @@ def test_an_op_on_cublas_is_judged_by_initcheck_only_where_torchs_own_gemms_pass
     sanitizer.assert_clean_under_sanitizer("initcheck", "ops.my_op")
     assert runs == ["ops.my_linear", "ops.my_op"]
     sanitizer.tool_sees_cublas_writes.cache_clear()
+
+
+def test_arguments_go_to_the_module() -> None:
+    command = sanitizer_command(Path("cs"), "racecheck", "ops.layernorm.test_layernorm", ["short_float32"])
+    assert command[-4:] == [sys.executable, "-m", "ops.layernorm.test_layernorm", "short_float32"]
+
+
+def test_norm_sanitizer_pieces_cover_every_kernel_path_once() -> None:
+    # Together the pieces run every (dtype, row length) of the whole run once, and pytest's -k can
+    # pick each alone (no piece's name inside another's).
+    from opgen.testing import FLOAT_DTYPES
+    from opgen.testing.norm_suite import PATH_ROW_LENGTHS, SANITIZER_PIECES
+
+    cases = [(dtype, n) for dtype, lengths in SANITIZER_PIECES.values() for n in lengths]
+    assert sorted(cases, key=str) == sorted(((d, n) for d in FLOAT_DTYPES for n in PATH_ROW_LENGTHS), key=str)
+    assert len(set(cases)) == len(cases)
+    names = list(SANITIZER_PIECES)
+    assert not [(a, b) for a in names for b in names if a != b and a in b]
+
+
+def test_an_unknown_norm_piece_is_refused() -> None:
+    from opgen.testing.norm_suite import NormSuite
+
+    with pytest.raises(SystemExit, match="unknown piece"):
+        NormSuite().exercise_kernel_paths("short_float8")

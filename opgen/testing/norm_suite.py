@@ -10,6 +10,7 @@ file sets the op, its reference, its module and torch's module; the arguments co
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
@@ -22,10 +23,13 @@ from opgen.testing.op_suite import (
     OptionalTensorsSuite,
     SeveralTensorsSuite,
     as_tuple,
+    on_cuda,
     on_devices,
     on_dtypes,
     to_float64,
 )
+from opgen.testing.sanitizer import TOOLS as SANITIZER_TOOLS
+from opgen.testing.sanitizer import assert_clean_under_sanitizer
 
 # Row lengths that pick each CUDA kernel path and sit at its edges: a row in registers of 1 to 512
 # threads (16-byte packs where the length is a multiple of a pack, one value a load where not; up
@@ -36,6 +40,29 @@ from opgen.testing.op_suite import (
 PATH_ROW_LENGTHS = [1, 2, 3, 4, 5, 7, 8, 9, 16, 17, 31, 32, 33, 64, 127, 128, 129, 1000, 1024, 1025, 2048, 2049,
                     4096, 4097, 4104, 8192, 8200, 16384, 16392, 32768, 32776, 65536, 65544, 131072, 131080, 262144,
                     262152, 300000, 524296]  # fmt: skip
+
+# The sanitizer's run of every kernel path (exercise_kernel_paths) in pieces, each in a process of
+# its own: a dtype's row lengths up to 8200 (rows in one block's registers), up to 65544
+# (clusters), up to 262152 (the widest clusters and the slices backward), then the longest (the
+# long-row kernels). Under racecheck the whole run took over 240 s an op on an H200 and was never
+# judged: rows of 131072 and more took 10-35 s each there (2026-11-25, 16 pieces at once), where
+# the whole first piece took 12-28 s. The pieces together run every case the whole run did.
+# A piece is named "{part}_{dtype}" (no name inside another, for pytest's -k).
+ROW_PARTS = {"short": 8200, "mid": 65544, "long": 262152, "longest": max(PATH_ROW_LENGTHS)}
+
+
+def _part_lengths(part: str) -> list[int]:
+    bounds = list(ROW_PARTS.values())
+    upper = ROW_PARTS[part]
+    lower = max((bound for bound in bounds if bound < upper), default=0)
+    return [n for n in PATH_ROW_LENGTHS if lower < n <= upper]
+
+
+SANITIZER_PIECES: dict[str, tuple[torch.dtype, list[int]]] = {
+    f"{part}_{str(dtype).removeprefix('torch.')}": (dtype, _part_lengths(part))
+    for dtype in FLOAT_DTYPES
+    for part in ROW_PARTS
+}
 
 # Magnitudes far from 1 that the dtype's squares still hold (a float32 of 1e20 would square to inf
 # in torch's float32 math as in ours).
@@ -333,14 +360,33 @@ class NormSuite(GradientSuite, OptionalTensorsSuite, SeveralTensorsSuite):
         filled = shapes_filled_by(lambda: torch.autograd.grad(y, [x], torch.ones_like(y)))
         assert [300] not in filled, filled
 
-    def exercise_kernel_paths(self) -> None:
-        """Every CUDA kernel path forward and backward, aligned and one element off (the sanitizer's run)."""
-        for dtype in FLOAT_DTYPES:
-            for row_length in PATH_ROW_LENGTHS:
+    def exercise_kernel_paths(self, *pieces: str) -> None:
+        """Every CUDA kernel path forward and backward, aligned and one element off (the sanitizer's run).
+
+        ``pieces``: names in SANITIZER_PIECES to run (every piece when none); each row length's
+        seconds are printed, so a sanitizer's log says where its time went.
+        """
+        unknown = [piece for piece in pieces if piece not in SANITIZER_PIECES]
+        if unknown:
+            raise SystemExit(f"unknown piece(s) {', '.join(unknown)}; the pieces: {', '.join(SANITIZER_PIECES)}")
+        for piece in pieces or tuple(SANITIZER_PIECES):
+            dtype, row_lengths = SANITIZER_PIECES[piece]
+            for row_length in row_lengths:
+                began = time.perf_counter()
                 for place in (lambda tensor: tensor, misaligned):
                     arguments = self.arguments((2, row_length), dtype, "cuda")
                     for name, value in arguments.items():
                         if isinstance(value, torch.Tensor):
                             arguments[name] = place(value).requires_grad_()
                     self.run_once(arguments)
-        torch.cuda.synchronize()
+                torch.cuda.synchronize()
+                print(f"{piece}: rows of {row_length}: {time.perf_counter() - began:.2f} s", flush=True)
+
+    @on_cuda
+    @pytest.mark.sanitize
+    @pytest.mark.parametrize("piece", list(SANITIZER_PIECES))
+    @pytest.mark.parametrize("tool", SANITIZER_TOOLS)
+    def test_clean_under_compute_sanitizer(self, device: str, tool: str, piece: str) -> None:  # type: ignore[override]
+        # One process a piece (see SANITIZER_PIECES): every piece of every tool is its own test
+        # (pytest's parameters, so the signature differs from OpSuite's).
+        assert_clean_under_sanitizer(tool, type(self).__module__, uses_cublas=self.uses_cublas, arguments=[piece])

@@ -20,6 +20,7 @@ import re
 import shutil
 import subprocess
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -89,24 +90,26 @@ class SanitizerRun:
         return f"{what}; the end of its output:\n{tail}"
 
 
-def sanitizer_command(sanitizer: Path, tool: str, module: str) -> list[str]:
-    """The command that runs ``python -m module`` under ``tool``."""
+def sanitizer_command(sanitizer: Path, tool: str, module: str, arguments: Sequence[str] = ()) -> list[str]:
+    """The command that runs ``python -m module *arguments`` under ``tool``."""
     if tool not in TOOLS:
         raise ValueError(f"unknown compute-sanitizer tool {tool!r}; use one of {', '.join(TOOLS)}")
     return [
         str(sanitizer), "--tool", tool, *_TOOL_OPTIONS[tool],
         "--error-exitcode", str(REPORT_EXIT_CODE), "--print-limit", "20",
-        sys.executable, "-m", module,
+        sys.executable, "-m", module, *arguments,
     ]  # fmt: skip
 
 
-def run_module_under_sanitizer(tool: str, module: str, *, sanitizer: Path, timeout: float = 1800) -> SanitizerRun:
-    """Run ``python -m module`` under ``tool`` with this process's import path."""
+def run_module_under_sanitizer(
+    tool: str, module: str, *, sanitizer: Path, arguments: Sequence[str] = (), timeout: float = 1800
+) -> SanitizerRun:
+    """Run ``python -m module *arguments`` under ``tool`` with this process's import path."""
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, sys.path))
     env["PYTORCH_NO_CUDA_MEMORY_CACHING"] = "1"
     completed = subprocess.run(
-        sanitizer_command(sanitizer, tool, module),
+        sanitizer_command(sanitizer, tool, module, arguments),
         capture_output=True,
         text=True,
         env=env,
@@ -132,8 +135,13 @@ def tool_sees_cublas_writes(tool: str, sanitizer: Path) -> SanitizerRun:
     return run_module_under_sanitizer(tool, CUBLAS_CONTROL, sanitizer=sanitizer)
 
 
-def assert_clean_under_sanitizer(tool: str, module: str, *, uses_cublas: bool = False) -> None:
+def assert_clean_under_sanitizer(
+    tool: str, module: str, *, uses_cublas: bool = False, arguments: Sequence[str] = ()
+) -> None:
     """The generated test's body: skip without a sanitizer, fail on any report.
+
+    ``arguments`` go to the module's ``__main__`` (a norm's test module takes the pieces of its
+    kernel paths to run: see opgen.testing.norm_suite).
 
     An op whose kernels include cuBLAS's (``uses_cublas``) is judged by initcheck (the tool that
     tracks which memory was written) only where initcheck passes torch's own cuBLAS GEMMs (the
@@ -156,5 +164,5 @@ def assert_clean_under_sanitizer(tool: str, module: str, *, uses_cublas: bool = 
                 f"compute-sanitizer {tool} reports torch's own cuBLAS GEMMs ({CUBLAS_CONTROL}: "
                 f"{max(control.reports, 1)} reports, first: {first}): it cannot judge an op built on cuBLAS here"
             )
-    run = run_module_under_sanitizer(tool, module, sanitizer=sanitizer)
+    run = run_module_under_sanitizer(tool, module, sanitizer=sanitizer, arguments=arguments)
     assert run.clean, run.describe()

@@ -10,6 +10,7 @@ opgen.testing.norm_suite, driven by the op's spec in .copier-answers.yml.
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import torch
@@ -30,4 +31,5 @@ class TestAddRmsnorm(NormSuite):
 
 
 if __name__ == "__main__":
-    TestAddRmsnorm().exercise_kernel_paths()  # what test_clean_under_compute_sanitizer runs
+    # What test_clean_under_compute_sanitizer runs, a piece at a time (every piece with no arguments).
+    TestAddRmsnorm().exercise_kernel_paths(*sys.argv[1:])

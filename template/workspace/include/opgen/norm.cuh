@@ -302,6 +302,86 @@ constexpr int kRowBlocksPerSm =
     kPack > 1 && !std::is_same_v<T, double> ? (kThreadsPerSm + kBlockThreads - 1) / kBlockThreads
                                             : row_engine::kMinBlocksPerSm<T>;
 
+// A row's mean (0 for RMSNorm) and variance (RMSNorm: its mean square), from the packs a thread
+// holds of it (zeros past the row's end, slice_length); every thread of the row gets the same
+// bits. scratch and published: the block's shared slots for row_allreduce.
+template <typename M>
+struct RowStatistics {
+  M mean;
+  M variance;
+};
+
+template <typename M, bool kCentered>
+using StatisticsState = std::conditional_t<kCentered, Moments<M>, M>;
+
+template <typename M, bool kCentered, int kThreadsPerRow, typename T, int kPack, int kPacks>
+__device__ __forceinline__ RowStatistics<M> row_statistics(const Raw<T, kPack> (&v)[kPacks],
+                                                           int lane, int64_t slice_length,
+                                                           int64_t cols,
+                                                           StatisticsState<M, kCentered>* scratch,
+                                                           StatisticsState<M, kCentered>* published,
+                                                           int cluster_blocks) {
+  if constexpr (!kCentered) {
+    M squares = 0;
+#pragma unroll
+    for (int p = 0; p < kPacks; ++p)
+#pragma unroll
+      for (int j = 0; j < kPack; ++j) squares += value_of<M>(v[p], j) * value_of<M>(v[p], j);
+    squares = row_allreduce<kThreadsPerRow>(squares, SumOp(), scratch, published, cluster_blocks);
+    return {M(0), squares / M(cols)};
+  } else {
+    M total = 0;
+#pragma unroll
+    for (int p = 0; p < kPacks; ++p)
+#pragma unroll
+      for (int j = 0; j < kPack; ++j) total += value_of<M>(v[p], j);
+    // The squared deviations of the thread's values in the row from `center`.
+    const auto squared_deviations = [&](M center) {
+      M m2 = 0;
+#pragma unroll
+      for (int p = 0; p < kPacks; ++p) {
+        if (pack_col<kPack, kThreadsPerRow>(p, lane) < slice_length) {
+#pragma unroll
+          for (int j = 0; j < kPack; ++j) {
+            const M d = value_of<M>(v[p], j) - center;
+            m2 += d * d;
+          }
+        }
+      }
+      return m2;
+    };
+    if constexpr (kThreadsPerRow <= kWarpSize) {
+      // Rows within a warp (up to 32 threads) take the mean, then the squared deviations from
+      // it, each summed by shuffles: fewer instructions than merging Moments (three values a
+      // shuffle step, and a division where counts differ), which at short rows are a large share
+      // of a value's budget (bfloat16 LayerNorm, rows of 128: 8 threads of 16 values each, 79% of
+      // copy where RMSNorm's one sum reached 95%). Both are the two-pass variance of the row.
+      const M mean = warp_allreduce_with<kThreadsPerRow>(total, SumOp()) / M(cols);
+      const M m2 = warp_allreduce_with<kThreadsPerRow>(squared_deviations(mean), SumOp());
+      return {mean, m2 / M(cols)};
+    } else {
+      // Longer rows: each thread's Moments (its own two-pass mean and deviations), merged over
+      // the row's warps, blocks and cluster.
+      constexpr int kColsPerThread = kPacks * kPack;
+      int valid = 0;
+#pragma unroll
+      for (int p = 0; p < kPacks; ++p)
+        if (pack_col<kPack, kThreadsPerRow>(p, lane) < slice_length) valid += kPack;
+      // A thread whose packs are all in the row divides by its (power-of-two) value count: the
+      // same bits as a multiplication by its reciprocal, without the division's ~15 instructions.
+      constexpr bool kPowerOfTwo = (kColsPerThread & (kColsPerThread - 1)) == 0;
+      const M local_mean = kPowerOfTwo && valid == kColsPerThread
+                               ? total * (M(1) / M(kColsPerThread))
+                           : valid > 0 ? total / M(valid)
+                                       : M(0);
+      Moments<M> state{M(valid), local_mean, squared_deviations(local_mean)};
+      state =
+          row_allreduce<kThreadsPerRow>(state, MergeMoments(), scratch, published, cluster_blocks);
+      return {state.mean, state.m2 / M(cols)};
+    }
+  }
+}
+
 template <typename T, typename W, bool kCentered, bool kResidual, int kPack, int kColsPerThread,
           int kThreadsPerRow>
 __global__ void __launch_bounds__(block_threads_for<kThreadsPerRow>(),
@@ -312,8 +392,7 @@ __global__ void __launch_bounds__(block_threads_for<kThreadsPerRow>(),
   constexpr int kRowsPerBlock = kBlockThreads / kThreadsPerRow;
   constexpr int kPacks = kColsPerThread / kPack;
   static_assert(kColsPerThread % kPack == 0, "a thread holds whole packs");
-  using State = std::conditional_t<kCentered, Moments<M>, M>;
-  using Combine = std::conditional_t<kCentered, MergeMoments, SumOp>;
+  using State = StatisticsState<M, kCentered>;
   __shared__ State scratch[kBlockThreads / kWarpSize];
   __shared__ State published;
   const int lane = threadIdx.x % kThreadsPerRow;
@@ -338,12 +417,10 @@ __global__ void __launch_bounds__(block_threads_for<kThreadsPerRow>(),
       if constexpr (kResidual)
         r[p] = load_raw<T, kPack>(a.residual + offset + col, col < slice_length);
     }
-    int valid = 0;
+    if constexpr (kResidual) {
 #pragma unroll
-    for (int p = 0; p < kPacks; ++p) {
-      if (pack_col<kPack, kThreadsPerRow>(p, lane) < slice_length) {
-        valid += kPack;
-        if constexpr (kResidual) {
+      for (int p = 0; p < kPacks; ++p) {
+        if (pack_col<kPack, kThreadsPerRow>(p, lane) < slice_length) {
           // The sum is rounded to T before it is normalized, as x + residual in T would be: the
           // backward reads that rounded sum.
           M sum[kPack];
@@ -353,78 +430,10 @@ __global__ void __launch_bounds__(block_threads_for<kThreadsPerRow>(),
         }
       }
     }
-    [[maybe_unused]] State state;
-    // Rows within a warp (up to 32 threads) take the mean, then the squared deviations from it,
-    // each summed by shuffles: fewer instructions than merging Moments (three values a shuffle
-    // step, and a division where counts differ), which at short rows are a large share of a
-    // value's budget (bfloat16 LayerNorm, rows of 128: 8 threads of 16 values each, 79% of copy
-    // where RMSNorm's one sum reached 95%). Both are the two-pass variance of the row.
-    [[maybe_unused]] M warp_mean = 0;
-    [[maybe_unused]] M warp_m2 = 0;
-    if constexpr (kCentered && kThreadsPerRow <= kWarpSize) {
-      M total = 0;
-#pragma unroll
-      for (int p = 0; p < kPacks; ++p)
-#pragma unroll
-        for (int j = 0; j < kPack; ++j) total += value_of<M>(v[p], j);
-      warp_mean = warp_allreduce_with<kThreadsPerRow>(total, SumOp()) / M(a.cols);
-#pragma unroll
-      for (int p = 0; p < kPacks; ++p) {
-        if (pack_col<kPack, kThreadsPerRow>(p, lane) < slice_length) {
-#pragma unroll
-          for (int j = 0; j < kPack; ++j) {
-            const M d = value_of<M>(v[p], j) - warp_mean;
-            warp_m2 += d * d;
-          }
-        }
-      }
-      warp_m2 = warp_allreduce_with<kThreadsPerRow>(warp_m2, SumOp());
-    } else if constexpr (kCentered) {
-      M total = 0;
-#pragma unroll
-      for (int p = 0; p < kPacks; ++p)
-#pragma unroll
-        for (int j = 0; j < kPack; ++j) total += value_of<M>(v[p], j);
-      // A thread whose packs are all in the row divides by its (power-of-two) value count: the
-      // same bits as a multiplication by its reciprocal, without the division's ~15 instructions.
-      constexpr bool kPowerOfTwo = (kColsPerThread & (kColsPerThread - 1)) == 0;
-      const M local_mean = kPowerOfTwo && valid == kColsPerThread
-                               ? total * (M(1) / M(kColsPerThread))
-                           : valid > 0 ? total / M(valid)
-                                       : M(0);
-      M m2 = 0;
-#pragma unroll
-      for (int p = 0; p < kPacks; ++p) {
-        if (pack_col<kPack, kThreadsPerRow>(p, lane) < slice_length) {
-#pragma unroll
-          for (int j = 0; j < kPack; ++j) {
-            const M d = value_of<M>(v[p], j) - local_mean;
-            m2 += d * d;
-          }
-        }
-      }
-      state = {M(valid), local_mean, m2};
-    } else {
-      M squares = 0;
-#pragma unroll
-      for (int p = 0; p < kPacks; ++p)
-#pragma unroll
-        for (int j = 0; j < kPack; ++j) squares += value_of<M>(v[p], j) * value_of<M>(v[p], j);
-      state = squares;
-    }
-    M mean = 0;
-    M variance;
-    if constexpr (kCentered && kThreadsPerRow <= kWarpSize) {
-      mean = warp_mean;
-      variance = warp_m2 / M(a.cols);
-    } else if constexpr (kCentered) {
-      state = row_allreduce<kThreadsPerRow>(state, Combine(), scratch, &published, cluster_blocks);
-      mean = state.mean;
-      variance = state.m2 / M(a.cols);
-    } else {
-      state = row_allreduce<kThreadsPerRow>(state, Combine(), scratch, &published, cluster_blocks);
-      variance = state / M(a.cols);
-    }
+    const RowStatistics<M> statistics = row_statistics<M, kCentered, kThreadsPerRow>(
+        v, lane, slice_length, a.cols, scratch, &published, cluster_blocks);
+    const M mean = statistics.mean;
+    const M variance = statistics.variance;
     const M rstd = M(1) / sqrt(variance + a.eps);  // sqrt, then divide: rsqrtf is 2 ulp
     // The parameters' presence is the same for every thread: each combination has its own
     // loop, so a missing one costs nothing per value. (Selecting between a loaded pack and a
@@ -581,6 +590,14 @@ __global__ void __launch_bounds__(
   constexpr int kCapacity = kThreadsPerRow * kColsPerThread;
   using State = GradSums<M>;
   using Row = BackwardRow<T, M, kResidual, kPack, kPacks>;
+  // Each row's loads are issued before the previous row is reduced, except with a residual in
+  // blocks of 512 threads (64 registers a thread, two rows of x, dy and the sum's gradient): there
+  // the row loaded ahead spilled 44 bytes a thread (bfloat16 add_rmsnorm), and loading each row
+  // where it starts spills none and measured faster on an H200 (2026-11-25, a training step's
+  // backward kernel: bfloat16 rows of 8192 620 -> 562 us, 32768 655 -> 628 us; float32 rows of
+  // 4096 and 32768 within 1%). Without a residual the same change measured 3% slower at rows of
+  // 32768 and 3% faster at 65536-131072: those keep loading ahead.
+  constexpr bool kLoadAhead = !(kResidual && kBlockThreads == kMaxRowThreads);
   __shared__ State scratch[kBlockThreads / kWarpSize];
   __shared__ State published;
   const int lane = threadIdx.x % kThreadsPerRow;
@@ -653,8 +670,9 @@ __global__ void __launch_bounds__(
     const bool row_valid = first_row + row_in_block < a.rows;
     const int64_t row = min(first_row + row_in_block, a.rows - 1);
     const int64_t offset = row * a.cols + slice_begin;
+    if (!kLoadAhead && first_row != group * kRowsPerBlock) load_row(first_row, next);
     const Row now = next;
-    if (first_row + step < a.rows) load_row(first_row + step, next);
+    if (kLoadAhead && first_row + step < a.rows) load_row(first_row + step, next);
     const auto xhat_at = [&](int p, int j) {
       return (value_of<M>(now.x[p], j) - now.mean) * now.rstd;
     };
@@ -1157,7 +1175,14 @@ void launch_forward_with(const ForwardArgs<T, W>& a, cudaStream_t stream) {
         cluster_for<kernel>(a.cols, kRegisterCols<T, false, kPack, kInputs>, kMaxRowThreads);
     if (cluster > 0) {
       const int64_t slice_cols = ceil_div(ceil_div(a.cols, cluster), kPack) * kPack;
-      const int64_t clusters = std::min<int64_t>(a.rows, std::numeric_limits<int>::max() / cluster);
+      // As many clusters as the GPU holds at once, each looping over rows, rather than a cluster
+      // a row: LayerNorm's forward on an H200 (2026-11-25, 512 MiB inputs) took bfloat16 rows of
+      // 131072 394 -> 349 us, float32 rows of 65536 360 -> 329 us, 32768 332 -> 319 us (rows of
+      // 32768 bfloat16, and add_rmsnorm's at 32768, within the runs' spread).
+      const int64_t resident = active_clusters<kernel>(cluster, kMaxRowThreads, 0);
+      const int64_t clusters =
+          std::clamp<int64_t>(resident > 0 ? resident : a.rows, 1,
+                              std::min<int64_t>(a.rows, std::numeric_limits<int>::max() / cluster));
       launch_grid(kernel, Launch{clusters * cluster, cluster, slice_cols, kMaxRowThreads}, stream,
                   a);
       return;
