@@ -48,7 +48,6 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <cstdlib>
 #include <map>
 #include <mutex>
 #include <type_traits>
@@ -298,13 +297,12 @@ template <typename T>
 __host__ __device__ constexpr int backward_warps() {
   return sizeof(T) == 2 ? 12 : 8;
 }
-// With the weight gradients in the kernel (WeightGrads), 12: each warp also keeps its share of the
-// dW accumulators, and two G tiles and an x tile in shared memory, where one saved tile a warp
-// then fits (FusedPlan).
-constexpr int kFusedWarps = 12;
-template <typename T, bool kWeights, int kWeightWarps = kFusedWarps>
+// With the weight gradients in the kernel (WeightGrads), 8: each warp also keeps its share of the
+// dW accumulators and two G tiles and an x tile in shared memory.
+constexpr int kFusedWarps = 8;
+template <typename T, bool kWeights>
 __host__ __device__ constexpr int backward_kernel_warps() {
-  return kWeights ? kWeightWarps : backward_warps<T>();
+  return kWeights ? kFusedWarps : backward_warps<T>();
 }
 
 // Shared memory: the weights' tiles (all layers, or the widest one when streaming), the biases
@@ -590,9 +588,6 @@ struct WeightGrads {
   static constexpr int kGElements = kRowsPerWarp * kGPitch;
   static constexpr int kXElements = kRowsPerWarp * kXPitch;
   static constexpr int kElements = 2 * kGElements + kXElements;  // a warp's: two G tiles, x
-  // x's gradient leaves through the second G tile (an OutTile there): while a warp walks the first
-  // layer, the block reads only the first (G_0) and the x tiles.
-  static constexpr bool kOutInG = kRowsPerWarp * OutTile<T, Net::width(0)>::kPitch <= kGElements;
   // Layer l (0-based: widths[l] -> widths[l + 1]) has units(l) units; unit u of the layer goes to
   // warp u % kWarps, into its accumulator slot slot_start(l) + u / kWarps (slots(l) a warp).
   __host__ __device__ static constexpr int units(int l) {
@@ -701,9 +696,7 @@ struct WeightGrads {
   template <int l, int kInPitch, class GOf, class InOf>
   __device__ __forceinline__ static void accumulate(tc::Accumulator (&acc)[kPerWarp][2], int warp,
                                                     GOf&& g_of, InOf&& in_of, int lane) {
-    if constexpr (units(l) < kWarps) {
-      if (warp >= units(l)) return;  // none of the layer's units is this warp's
-    }
+    if (warp >= units(l)) return;  // none of the layer's units is this warp's
 #pragma unroll
     for (int w = 0; w < kWarps; ++w) add_rows<l, kInPitch>(acc, warp, g_of(w), in_of(w), lane);
   }
@@ -756,19 +749,18 @@ struct BackwardPlan {
   static constexpr int kTiles = tiles();
 };
 
-// The backward kernel with the weight gradients fused (WeightGrads, kWarps warps), where it
-// applies: 16-bit types, everything in shared memory as BackwardPlan's with kStage (x's gradient's
-// OutTile in a G tile where it fits there), plus each warp's two G tiles and x tile, and two saved
-// tiles (else one).
-template <typename T, class Net, Activation kHidden, Activation kOut, int kWarps = kFusedWarps>
+// The backward kernel with the weight gradients fused (WeightGrads, kFusedWarps warps), where it
+// applies: 16-bit types, everything in shared memory as BackwardPlan's with kStage, plus each
+// warp's two G tiles and x tile, and two saved tiles (else one).
+template <typename T, class Net, Activation kHidden, Activation kOut>
 struct FusedPlan {
   using Tile = SavedTile<T, Saved<Net, kHidden, kOut>::columns()>;
-  using Grads = WeightGrads<T, Net, kHidden, kOut, kWarps>;
-  static constexpr int kOutTileElements = Grads::kOutInG ? 0 : out_tile_elements<T, Net>();
+  using Grads = WeightGrads<T, Net, kHidden, kOut, kFusedWarps>;
   template <int kTileCount>
-  using Shared = Layout<T, Net, kWarps, Net::width(Net::kLayers),
-                        kTileCount * Tile::kElements + kOutTileElements + Grads::kElements,
-                        BiasSums<Net>::columns()>;
+  using Shared =
+      Layout<T, Net, kFusedWarps, Net::width(Net::kLayers),
+             kTileCount * Tile::kElements + out_tile_elements<T, Net>() + Grads::kElements,
+             BiasSums<Net>::columns()>;
   static constexpr int tiles() {
     if (!Tile::kUsable || kHidden == Activation::kNone) return 0;
     if (Shared<2>::bytes(true) <= kSharedBudget) return 2;
@@ -1091,10 +1083,10 @@ __global__ void __launch_bounds__(forward_warps<T, Net>() * 32, 1)
 // adds its rows into its partial weight gradients (WeightGrads, p.weight_partial): a
 // __syncthreads before each layer's, and one at the end of each pass over the block's rows.
 template <typename T, class Net, Activation kHidden, Activation kOut, bool kResident,
-          int kSavedTiles, bool kStage, bool kWeights = false, int kWeightWarps = kFusedWarps>
-__global__ void __launch_bounds__(backward_kernel_warps<T, kWeights, kWeightWarps>() * 32, 1)
+          int kSavedTiles, bool kStage, bool kWeights = false>
+__global__ void __launch_bounds__(backward_kernel_warps<T, kWeights>() * 32, 1)
     backward_kernel(const Params<T> p) {
-  constexpr int kWarps = backward_kernel_warps<T, kWeights, kWeightWarps>();
+  constexpr int kWarps = backward_kernel_warps<T, kWeights>();
   constexpr int kLayers = Net::kLayers;
   constexpr int kOutWidth = Net::width(kLayers);
   constexpr int kMaxPadded = Net::max_padded();
@@ -1105,8 +1097,7 @@ __global__ void __launch_bounds__(backward_kernel_warps<T, kWeights, kWeightWarp
   using Grads = WeightGrads<T, Net, kHidden, kOut, kWarps>;  // kWeights only
   static_assert(!kWeights || (k16 && kResident && kStage && kSavedTiles > 0),
                 "the fused weight gradients need 16-bit types, resident weights, staged tiles");
-  constexpr bool kOutInG = kWeights && Grads::kOutInG;  // x's gradient's OutTile: G tile 1
-  constexpr int kOutTileElements = kStage && !kOutInG ? out_tile_elements<T, Net>() : 0;
+  constexpr int kOutTileElements = kStage ? out_tile_elements<T, Net>() : 0;
   using L =
       Layout<T, Net, kWarps, kOutWidth,
              kSavedTiles * Tiles::kElements + kOutTileElements + (kWeights ? Grads::kElements : 0),
@@ -1125,11 +1116,10 @@ __global__ void __launch_bounds__(backward_kernel_warps<T, kWeights, kWeightWarp
   constexpr int64_t kGAt = kSavedAt + kSavedTiles * Tiles::kElements + kOutTileElements;
   constexpr int64_t kXAt = kGAt + 2 * Grads::kGElements;
   T* buffer = warp_rows(warp);
-  T* const saved_tiles = buffer + kSavedAt;  // kSavedTiles of them
-  T* const g_tiles = buffer + kGAt;          // kWeights only
-  T* const out_tile =                        // kStage only
-      kOutInG ? g_tiles + Grads::kGElements : saved_tiles + kSavedTiles * Tiles::kElements;
-  tc::Accumulator dw[kWeights ? Grads::kPerWarp : 1][2];  // kWeights only
+  T* const saved_tiles = buffer + kSavedAt;                          // kSavedTiles of them
+  T* const out_tile = saved_tiles + kSavedTiles * Tiles::kElements;  // kStage only
+  T* const g_tiles = buffer + kGAt;                                  // kWeights only
+  tc::Accumulator dw[kWeights ? Grads::kPerWarp : 1][2];             // kWeights only
   const bool x_aligned = reinterpret_cast<uintptr_t>(p.x) % 16 == 0;
   float* const all_sums = reinterpret_cast<float*>(shared + L::sums_offset(kResident));
   float* const sums = all_sums + warp * Sums::columns();
@@ -1524,17 +1514,16 @@ opgen::PartialRows<T, float> bias_target(const Network& net, const float* partia
 // The backward with the weight gradients in the kernel (FusedPlan, WeightGrads): x's gradient,
 // each block's partial dW_l and bias column sums, then sum_partials adds the partials in a fixed
 // order. No G_l is written. rows > 0.
-template <typename T, class Net, Activation kHidden, Activation kOut, int kWarps>
+template <typename T, class Net, Activation kHidden, Activation kOut>
 void backward_fused(const Network& net, Params<T> p, const at::Tensor& x2,
                     std::vector<at::Tensor>& grads, cudaStream_t stream) {
-  using Fused = FusedPlan<T, Net, kHidden, kOut, kWarps>;
+  using Fused = FusedPlan<T, Net, kHidden, kOut>;
   using Grads = typename Fused::Grads;
   using Sums = BiasSums<Net>;
   constexpr int kLayers = Net::kLayers;
   const int64_t bytes = Fused::template Shared<Fused::kTiles>::bytes(true);
-  const auto kernel =
-      backward_kernel<T, Net, kHidden, kOut, true, Fused::kTiles, true, true, kWarps>;
-  const int64_t blocks = grid_blocks<kWarps>(kernel, p.rows, bytes);
+  const auto kernel = backward_kernel<T, Net, kHidden, kOut, true, Fused::kTiles, true, true>;
+  const int64_t blocks = grid_blocks<kFusedWarps>(kernel, p.rows, bytes);
   const int64_t bias_columns = net.bias ? Sums::columns() : 0;
   const at::Tensor partial =
       at::empty({blocks * (Grads::columns() + bias_columns)}, x2.options().dtype(at::kFloat));
@@ -1542,7 +1531,7 @@ void backward_fused(const Network& net, Params<T> p, const at::Tensor& x2,
   p.weight_partial = first;
   p.bias_partial = net.bias ? first + blocks * Grads::columns() : nullptr;
   for (int l = 0; l <= kLayers; ++l) p.grad_pre[l] = nullptr;
-  launch<kWarps>(kernel, p, bytes, stream, blocks);
+  launch<kFusedWarps>(kernel, p, bytes, stream, blocks);
   const int per_layer = net.bias ? 2 : 1;
   // Every weight and bias gradient: the blocks' partials added in a fixed order (sum_partials).
   opgen::PartialRows<T, float> targets[2 * kLayers];
@@ -1566,18 +1555,9 @@ template <typename T, class Net, Activation kHidden, Activation kOut>
 void backward(const Network& net, Params<T> p, const at::Tensor& x2, const at::Tensor& kept,
               std::vector<at::Tensor>& grads, cudaStream_t stream) {
   using Fused = FusedPlan<T, Net, kHidden, kOut>;
-  using Fused8 = FusedPlan<T, Net, kHidden, kOut, 8>;
-  const char* warps_env = std::getenv("OPGEN_MLP_FUSED_WARPS");  // WARPSMODE (measuring only)
-  if (warps_env != nullptr && std::atoi(warps_env) == 8) {
-    if constexpr (Fused8::kUsable) {
-      if (p.rows > 0 && Fused8::template Shared<Fused8::kTiles>::bytes(true) <= shared_limit()) {
-        backward_fused<T, Net, kHidden, kOut, 8>(net, p, x2, grads, stream);
-        return;
-      }
-    }
-  } else if constexpr (Fused::kUsable) {
+  if constexpr (Fused::kUsable) {
     if (p.rows > 0 && Fused::template Shared<Fused::kTiles>::bytes(true) <= shared_limit()) {
-      backward_fused<T, Net, kHidden, kOut, kFusedWarps>(net, p, x2, grads, stream);
+      backward_fused<T, Net, kHidden, kOut>(net, p, x2, grads, stream);
       return;
     }
   }
