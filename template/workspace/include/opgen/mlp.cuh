@@ -29,11 +29,12 @@
 // The backward kernel reads what the forward kept (opgen/mlp.h: each hidden output and, for GELU
 // and SiLU, the pre-activations), carries the gradient from the output to x through the
 // transposed weights the same way, and writes x's gradient and, per block, the column sums of
-// each layer's pre-activation gradient G_l (the bias gradients, added across blocks in block
-// order). For 16-bit types, where its tiles fit (FusedPlan), it also adds each block's rows into
-// the weight gradients G_l^T a_{l-1} on tensor cores (WeightGrads), one partial per block summed
-// in block order, and no G_l leaves the chip; elsewhere it writes every G_l and the weight
-// gradients are one cuBLAS GEMM a layer. Deterministic throughout: fixed orders, no atomics.
+// each layer's pre-activation gradient G_l (the bias gradients, added across blocks by
+// opgen/reduce.cuh's sum_partials). For 16-bit types, where its tiles fit (FusedPlan), it also
+// adds each block's rows into the weight gradients G_l^T a_{l-1} on tensor cores (WeightGrads),
+// one partial per block summed the same way, and no G_l leaves the chip; elsewhere it writes
+// every G_l and the weight gradients are one cuBLAS GEMM a layer. Deterministic throughout: fixed
+// orders, no atomics.
 #pragma once
 
 #include <c10/util/BFloat16.h>
@@ -48,10 +49,12 @@
 #include <algorithm>
 #include <cstdint>
 #include <type_traits>
+#include <vector>
 
 #include "opgen/activations.cuh"
 #include "opgen/launch.cuh"
 #include "opgen/mlp.h"
+#include "opgen/reduce.cuh"
 #include "opgen/tensor_core.cuh"
 
 namespace opgen::mlp {
@@ -530,8 +533,8 @@ __host__ __device__ constexpr int out_tile_elements() {
 // The bias gradients' column sums: each warp of the backward adds its rows' sums of every G_l
 // into its own floats in shared memory, layer l (1-based) at offset(l), padded(widths[l]) wide;
 // at the end the block adds its warps' in warp order into one partial per block, and
-// bias_gradient_kernel adds the blocks' in block order. A fixed order throughout, no atomics:
-// the same inputs on the same device give the same bits.
+// sum_partials (opgen/reduce.cuh) adds the blocks' in a fixed order. No atomics: the same inputs
+// on the same device give the same bits.
 template <class Net>
 struct BiasSums {
   __host__ __device__ static constexpr int offset(int layer) {
@@ -561,12 +564,12 @@ __host__ __device__ constexpr int round16(int width) {
 // and in_l = a_l (what the forward kept), summed over rows. Each warp writes its 16 rows of G_l
 // into a shared tile (two, alternating by layer) and, for the first layer, stages its rows of x;
 // after a __syncthreads every warp adds the block's rows (K = 16 a warp, in warp order) into its
-// own share of the dW tiles: 16 x 16 units (two m16n8k16 accumulators), unit u to warp
+// own share of the dW tiles: 16 x 16 units (two m16n8k16 accumulators), layer l's unit u to warp
 // u % kWarps, on tensor cores reading G_l (ldmatrix.trans: G^T is the A operand) and in_l
 // (ldmatrix.trans: the B operand) from the warps' tiles. The float accumulators stay in registers
-// through the persistent loop; at the end each block writes one partial (every layer's
-// round16(out) x round16(in) matrix), which weight_gradient_kernel adds up in block order. A fixed
-// order throughout and no atomics: deterministic. G_l never goes to global memory.
+// through the persistent loop; at the end each block writes one partial (every dW_l, at its own
+// shape), which sum_partials (opgen/reduce.cuh) adds up in a fixed order. No atomics:
+// deterministic. G_l never goes to global memory.
 template <typename T, class Net, Activation kHidden, Activation kOut, int kWarps>
 struct WeightGrads {
   using Kept = Saved<Net, kHidden, kOut>;
@@ -583,27 +586,28 @@ struct WeightGrads {
   static constexpr int kGElements = kRowsPerWarp * kGPitch;
   static constexpr int kXElements = kRowsPerWarp * kXPitch;
   static constexpr int kElements = 2 * kGElements + kXElements;  // a warp's: two G tiles, x
-  // Layer l (0-based: widths[l] -> widths[l + 1]) has units(l) units, the first unit_start(l).
+  // Layer l (0-based: widths[l] -> widths[l + 1]) has units(l) units; unit u of the layer goes to
+  // warp u % kWarps, into its accumulator slot slot_start(l) + u / kWarps (slots(l) a warp).
   __host__ __device__ static constexpr int units(int l) {
     return round16(Net::width(l + 1)) / 16 * (round16(Net::width(l)) / 16);
   }
-  __host__ __device__ static constexpr int unit_start(int l) {
-    int u = 0;
-    for (int i = 0; i < l; ++i) u += units(i);
-    return u;
+  __host__ __device__ static constexpr int slots(int l) { return (units(l) + kWarps - 1) / kWarps; }
+  __host__ __device__ static constexpr int slot_start(int l) {
+    int s = 0;
+    for (int i = 0; i < l; ++i) s += slots(i);
+    return s;
   }
-  static constexpr int kUnits = unit_start(kLayers);
-  static constexpr int kPerWarp = (kUnits + kWarps - 1) / kWarps;
-  // A block's partial: layer l's round16(out) x round16(in) floats at partial_offset(l).
+  static constexpr int kPerWarp = slot_start(kLayers);
+  // A block's partial: layer l's out x in floats (dW_l's shape) at partial_offset(l).
   __host__ __device__ static constexpr int64_t partial_offset(int l) {
     int64_t o = 0;
-    for (int i = 0; i < l; ++i) o += int64_t(units(i)) * 256;
+    for (int i = 0; i < l; ++i) o += int64_t(Net::width(i + 1)) * Net::width(i);
     return o;
   }
   __host__ __device__ static constexpr int64_t columns() { return partial_offset(kLayers); }
   // Where the fused weight gradients apply: 16-bit types, what the forward kept in shared tiles
   // (kSavedTiles > 0), each a_l starting on a 16-byte chunk of its tile row with its round16
-  // columns inside the row, and at most 8 units (64 accumulator floats) a thread.
+  // columns inside the row, and at most 8 slots (64 accumulator floats) a thread.
   __host__ __device__ static constexpr bool usable(int saved_tiles) {
     bool fits = sizeof(T) == 2 && saved_tiles > 0 && Tiles::kUsable && kPerWarp <= 8;
     for (int l = 1; l < kLayers; ++l) {
@@ -650,53 +654,72 @@ struct WeightGrads {
     }
   }
 
-  // Layer l's share of this warp: for each of its units in layer l, the block's rows (each
-  // warp's 16, in warp order; warps without rows skipped). `g_of(w)` is warp w's G tile of this
-  // layer, `in_of(w)` its in_l rows (x tile, or the saved tile at a_l's column).
-  template <int l, int kInPitch, class GOf, class InOf>
-  __device__ __forceinline__ static void accumulate(tc::Accumulator (&acc)[kPerWarp][2], int warp,
-                                                    int live_warps, GOf&& g_of, InOf&& in_of,
-                                                    int lane) {
+  // One warp's 16 rows (G tile `g`, in_l rows `in`) into this warp's units of layer l: per unit
+  // an ldmatrix.trans of G^T's 16 x 16 (the A operand) and two m16n8k16 MMAs; where every unit
+  // of the warp in this layer has the same columns (kWarps a multiple of the layer's column
+  // units), one B load serves them all. No branch but the last slot's, so that a caller's
+  // unrolled loop over the source warps lets the loads run ahead of the MMAs.
+  template <int l, int kInPitch>
+  __device__ __forceinline__ static void add_rows(tc::Accumulator (&acc)[kPerWarp][2], int warp,
+                                                  const T* g, const T* in, int lane) {
     using GTile = PitchedTile<T, kGPitch>;
     using InTile = PitchedTile<T, kInPitch>;
     constexpr int kNUnits = round16(Net::width(l)) / 16;
+    constexpr int kFull = units(l) / kWarps;  // slots every warp has
+    constexpr bool kShareB = kWarps % kNUnits == 0;
+    tc::FragmentB shared0, shared1;
+    if constexpr (kShareB) {
+      tc::load_b16_pair<InTile, true>(shared0, shared1, in, 0, warp % kNUnits * 16, lane);
+    }
 #pragma unroll
-    for (int j = 0; j < kPerWarp; ++j) {
-      const int u = warp + kWarps * j - unit_start(l);
-      if (u >= 0 && u < units(l)) {
-        const int m0 = u / kNUnits * 16, n0 = u % kNUnits * 16;
-#pragma unroll 1
-        for (int w = 0; w < live_warps; ++w) {
-          tc::FragmentA a;
-          tc::FragmentB b0, b1;
-          tc::load_a16<GTile, true>(a, g_of(w), 0, m0, lane);
-          tc::load_b16_pair<InTile, true>(b0, b1, in_of(w), 0, n0, lane);
-          tc::Mma<T>::run(acc[j][0], a, b0);
-          tc::Mma<T>::run(acc[j][1], a, b1);
+    for (int i = 0; i < slots(l); ++i) {
+      const int u = warp + kWarps * i;
+      if (i < kFull || u < units(l)) {
+        tc::FragmentA a;
+        tc::load_a16<GTile, true>(a, g, 0, u / kNUnits * 16, lane);
+        tc::FragmentB b0 = shared0, b1 = shared1;
+        if constexpr (!kShareB) {
+          tc::load_b16_pair<InTile, true>(b0, b1, in, 0, u % kNUnits * 16, lane);
         }
+        tc::Mma<T>::run(acc[slot_start(l) + i][0], a, b0);
+        tc::Mma<T>::run(acc[slot_start(l) + i][1], a, b1);
       }
     }
   }
 
-  // The warp's units out to the block's partial.
+  // Layer l's share of this warp: the block's rows (each warp's 16, in warp order; a warp without
+  // rows holds zero tiles), unrolled over the warps so that their loads run ahead of the MMAs.
+  // `g_of(w)` is warp w's G tile of this layer, `in_of(w)` its in_l rows (x tile, or the saved
+  // tile at a_l's column).
+  template <int l, int kInPitch, class GOf, class InOf>
+  __device__ __forceinline__ static void accumulate(tc::Accumulator (&acc)[kPerWarp][2], int warp,
+                                                    GOf&& g_of, InOf&& in_of, int lane) {
+    if (warp >= units(l)) return;  // none of the layer's units is this warp's
+#pragma unroll
+    for (int w = 0; w < kWarps; ++w) add_rows<l, kInPitch>(acc, warp, g_of(w), in_of(w), lane);
+  }
+
+  // The warp's units of layer l out to the block's partial (what lies within dW_l).
+  template <int l>
   __device__ __forceinline__ static void write_partial(const tc::Accumulator (&acc)[kPerWarp][2],
                                                        float* partial, int warp, int lane) {
+    constexpr int kLd = round16(Net::width(l));
+    constexpr int kOutWidth = Net::width(l + 1), kInWidth = Net::width(l);
+    float* const at = partial + partial_offset(l);
 #pragma unroll
-    for (int j = 0; j < kPerWarp; ++j) {
-      const int unit = warp + kWarps * j;
-      if (unit >= kUnits) continue;
-      int l = 0;
-      while (l + 1 < kLayers && unit >= unit_start(l + 1)) ++l;
-      const int u = unit - unit_start(l);
-      const int ld = round16(Net::width(l));
-      const int m0 = u / (ld / 16) * 16, n0 = u % (ld / 16) * 16;
-      float* const at = partial + partial_offset(l);
+    for (int i = 0; i < slots(l); ++i) {
+      const int u = warp + kWarps * i;
+      if (u >= units(l)) continue;
+      const int m0 = u / (kLd / 16) * 16, n0 = u % (kLd / 16) * 16;
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
 #pragma unroll
-        for (int i = 0; i < 4; ++i) {
-          const tc::FragmentCoord c = tc::accumulator_coord(lane, i);
-          at[(m0 + c.row) * ld + n0 + 8 * h + c.col] = acc[j][h].value[i];
+        for (int r = 0; r < 4; ++r) {
+          const tc::FragmentCoord c = tc::accumulator_coord(lane, r);
+          const int row = m0 + c.row, col = n0 + 8 * h + c.col;
+          if (row < kOutWidth && col < kInWidth) {
+            at[row * kInWidth + col] = acc[slot_start(l) + i][h].value[r];
+          }
         }
       }
     }
@@ -1204,32 +1227,36 @@ __global__ void __launch_bounds__(backward_kernel_warps<T, kWeights>() * 32, 1)
       // This tile's rows of x, for the first layer's dW, read at the end of the layer walk.
       if constexpr (kWeights) Grads::fetch_x(buffer + kXAt, p.x, row0, valid, x_aligned, lane);
       if constexpr (kStage) __syncwarp();  // the tile is read: the next layer may write it
+    } else if constexpr (kWeights) {
+      // No rows (the last pass): the block's dW MMAs read every warp's tiles, this one's as zeros.
+      T* const zero[] = {g_tiles, buffer + kXAt, kept};
+      const int count[] = {2 * Grads::kGElements, Grads::kXElements, Tiles::kElements};
+      for (int z = 0; z < 3; ++z) {
+        for (int i = lane; i < count[z]; i += 32) zero[z][i] = static_cast<T>(0.f);
+      }
     }
     static_for<0, kLayers>([&](auto step) {
       constexpr int l = kLayers - 1 - decltype(step)::value;  // from the last layer to the first
       constexpr int kIn = padded(Net::width(l)), kOutN = padded(Net::width(l + 1));
       constexpr int kInWidth = Net::width(l);
       using Out = OutTile<T, kInWidth>;
+      // kWeights: warp w's G_l tile and its in_l rows (x tile, or a_l in its saved tile).
+      [[maybe_unused]] constexpr int kInPitch = l == 0 ? Grads::kXPitch : Tiles::kPitch;
+      const int64_t in_at = l == 0 ? kXAt
+                                   : kSavedAt + (kSavedTiles == 2 ? parity * Tiles::kElements : 0) +
+                                         Kept::output_column(l);
+      [[maybe_unused]] const auto g_of = [&](int w) -> const T* {
+        return warp_rows(w) + kGAt + l % 2 * Grads::kGElements;
+      };
+      [[maybe_unused]] const auto in_of = [&](int w) -> const T* {
+        return warp_rows(w) + in_at;
+      };
       if constexpr (kWeights) {
         // G_l is in every warp's tile (l % 2): the block adds its rows into dW_l, every warp its
         // own units, before the warps go on (and overwrite the other G tile).
         if constexpr (l == 0) tc::cp_async_wait<0>();  // this thread's copies of x
         __syncthreads();
-        const int live = static_cast<int>(
-            min(int64_t(kWarps), (p.rows - block_row0 + kRowsPerWarp - 1) / kRowsPerWarp));
-        const auto g_of = [&](int w) -> const T* {
-          return warp_rows(w) + kGAt + l % 2 * Grads::kGElements;
-        };
-        if constexpr (l == 0) {
-          Grads::template accumulate<l, Grads::kXPitch>(
-              dw, warp, live, g_of, [&](int w) -> const T* { return warp_rows(w) + kXAt; }, lane);
-        } else {
-          const int64_t kept_at = kSavedAt + (kSavedTiles == 2 ? parity * Tiles::kElements : 0) +
-                                  Kept::output_column(l);
-          Grads::template accumulate<l, Tiles::kPitch>(
-              dw, warp, live, g_of, [&](int w) -> const T* { return warp_rows(w) + kept_at; },
-              lane);
-        }
+        Grads::template accumulate<l, kInPitch>(dw, warp, g_of, in_of, lane);
       }
       if constexpr (!kResident) {
         __syncthreads();
@@ -1244,7 +1271,7 @@ __global__ void __launch_bounds__(backward_kernel_warps<T, kWeights>() * 32, 1)
         constexpr bool kDerivative = kHidden != Activation::kNone;
         constexpr int kColumn =
             reads_preactivation(kHidden) ? Kept::preactivation_column(l) : Kept::output_column(l);
-        float2 s[kDerivative && kSavedTiles == 0 ? kIn / 8 : 1][2];
+        [[maybe_unused]] float2 s[kDerivative && kSavedTiles == 0 ? kIn / 8 : 1][2];
         if constexpr (kDerivative && kSavedTiles == 0) {
           const T* s_first = p.saved + (reads_preactivation(kHidden) ? p.preactivation_column[l]
                                                                      : p.output_column[l]);
@@ -1336,7 +1363,10 @@ __global__ void __launch_bounds__(backward_kernel_warps<T, kWeights>() * 32, 1)
     if constexpr (kWeights) __syncthreads();  // every warp is done with the G and x tiles
   }
   if constexpr (kWeights) {
-    Grads::write_partial(dw, p.weight_partial + int64_t(blockIdx.x) * Grads::columns(), warp, lane);
+    float* const partial = p.weight_partial + int64_t(blockIdx.x) * Grads::columns();
+    static_for<0, kLayers>([&](auto layer) {
+      Grads::template write_partial<decltype(layer)::value>(dw, partial, warp, lane);
+    });
   }
 
   // The block's partial column sums: its warps' added in warp order.
@@ -1348,59 +1378,6 @@ __global__ void __launch_bounds__(backward_kernel_warps<T, kWeights>() * 32, 1)
       p.bias_partial[int64_t(blockIdx.x) * Sums::columns() + i] = total;
     }
   }
-}
-
-// Where bias_gradient_kernel writes: layer l's (0-based) bias gradient, widths[l + 1] wide, from
-// the partials' columns at offset[l].
-template <typename T>
-struct BiasTargets {
-  T* grad[8];
-  int width[8];
-  int offset[8];
-  int layers;
-  int columns;  // a partial's
-};
-
-// Every bias gradient from the backward blocks' partial column sums, added in block order.
-template <typename T>
-__global__ void bias_gradient_kernel(const float* partial, int blocks, const BiasTargets<T> t) {
-  for (int l = 0; l < t.layers; ++l) {
-    for (int n = threadIdx.x; n < t.width[l]; n += blockDim.x) {
-      float total = 0.f;
-      for (int b = 0; b < blocks; ++b) total += partial[int64_t(b) * t.columns + t.offset[l] + n];
-      t.grad[l][n] = static_cast<T>(total);
-    }
-  }
-}
-
-// Where weight_gradient_kernel writes: layer l's (0-based) weight gradient, (out[l], in[l])
-// contiguous, from the partials' round16(out) x round16(in) floats at offset[l]; first[l] is the
-// index of its first element among all the layers' (first[layers]: the total).
-template <typename T>
-struct WeightTargets {
-  T* grad[8];
-  int out[8];
-  int in[8];
-  int64_t offset[8];
-  int64_t first[9];
-  int layers;
-  int64_t columns;  // a partial's
-};
-
-// Every weight gradient from the fused backward blocks' partials (WeightGrads), each element
-// added in block order by one thread (a warp's threads read neighbouring floats).
-template <typename T>
-__global__ void weight_gradient_kernel(const float* partial, int blocks, const WeightTargets<T> t) {
-  const int64_t e = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (e >= t.first[t.layers]) return;
-  int l = 0;
-  while (e >= t.first[l + 1]) ++l;
-  const int64_t i = e - t.first[l];
-  const int64_t n = i / t.in[l], k = i - n * t.in[l];
-  const float* at = partial + t.offset[l] + n * round16(t.in[l]) + k;
-  float total = 0.f;
-  for (int b = 0; b < blocks; ++b) total += at[int64_t(b) * t.columns];
-  t.grad[l][i] = static_cast<T>(total);
 }
 
 // What a launch needs to know of a kernel on a device, looked up once per (kernel, device): the
@@ -1504,26 +1481,19 @@ void forward(const Params<T>& p, cudaStream_t stream) {
   }
 }
 
-// The bias gradients (grads' every second from index 2) from the backward blocks' column sums.
+// Layer l's (0-based) bias gradient (grads[2 + 2 * l]) as sum_partials' target: its columns of
+// the backward blocks' column sums (BiasSums).
 template <typename T, class Net>
-void sum_bias_partials(const Network& net, const float* partial, int64_t blocks,
-                       std::vector<at::Tensor>& grads, cudaStream_t stream) {
+opgen::PartialRows<T, float> bias_target(const Network& net, const float* partial, int l,
+                                         std::vector<at::Tensor>& grads) {
   using Sums = BiasSums<Net>;
-  BiasTargets<T> targets{};
-  for (int l = 0; l < Net::kLayers; ++l) {
-    targets.grad[l] = grads[2 + 2 * l].mutable_data_ptr<T>();
-    targets.width[l] = static_cast<int>(net.widths[l + 1]);
-    targets.offset[l] = Sums::offset(l + 1);
-  }
-  targets.layers = Net::kLayers;
-  targets.columns = Sums::columns();
-  bias_gradient_kernel<T><<<1, 128, 0, stream>>>(partial, static_cast<int>(blocks), targets);
-  C10_CUDA_KERNEL_LAUNCH_CHECK();
+  return {grads[2 + 2 * l].mutable_data_ptr<T>(), partial + Sums::offset(l + 1), net.widths[l + 1],
+          Sums::columns()};
 }
 
 // The backward with the weight gradients in the kernel (FusedPlan, WeightGrads): x's gradient,
-// each block's partial dW_l and bias column sums, then weight_gradient_kernel and
-// bias_gradient_kernel add the partials in block order. No G_l is written. rows > 0.
+// each block's partial dW_l and bias column sums, then sum_partials adds the partials in a fixed
+// order. No G_l is written. rows > 0.
 template <typename T, class Net, Activation kHidden, Activation kOut>
 void backward_fused(const Network& net, Params<T> p, const at::Tensor& x2,
                     std::vector<at::Tensor>& grads, cudaStream_t stream) {
@@ -1543,27 +1513,22 @@ void backward_fused(const Network& net, Params<T> p, const at::Tensor& x2,
   for (int l = 0; l <= kLayers; ++l) p.grad_pre[l] = nullptr;
   launch<kFusedWarps>(kernel, p, bytes, stream, blocks);
   const int per_layer = net.bias ? 2 : 1;
-  WeightTargets<T> targets{};
+  // Every weight and bias gradient: the blocks' partials added in a fixed order (sum_partials).
+  opgen::PartialRows<T, float> targets[2 * kLayers];
+  int count = 0;
   for (int l = 0; l < kLayers; ++l) {
-    targets.grad[l] = grads[1 + per_layer * l].mutable_data_ptr<T>();
-    targets.out[l] = static_cast<int>(net.widths[l + 1]);
-    targets.in[l] = static_cast<int>(net.widths[l]);
-    targets.offset[l] = Grads::partial_offset(l);
-    targets.first[l + 1] = targets.first[l] + net.widths[l + 1] * net.widths[l];
+    targets[count++] = {grads[1 + per_layer * l].mutable_data_ptr<T>(),
+                        first + Grads::partial_offset(l), net.widths[l + 1] * net.widths[l],
+                        Grads::columns()};
+    if (net.bias) targets[count++] = bias_target<T, Net>(net, p.bias_partial, l, grads);
   }
-  targets.layers = kLayers;
-  targets.columns = Grads::columns();
-  const int64_t elements = targets.first[kLayers];
-  weight_gradient_kernel<T><<<static_cast<unsigned>((elements + 255) / 256), 256, 0, stream>>>(
-      first, static_cast<int>(blocks), targets);
-  C10_CUDA_KERNEL_LAUNCH_CHECK();
-  if (net.bias) sum_bias_partials<T, Net>(net, p.bias_partial, blocks, grads, stream);
+  opgen::sum_partials_of(targets, count, blocks, stream);
 }
 
 // Every gradient of the fused types into `grads` (empty_gradients: x's, then each layer's weight
 // and bias). Where FusedPlan applies (16-bit types, networks whose tiles fit), backward_fused.
 // Else the backward kernel writes x's gradient and each G_l (per layer, contiguous, on 16 bytes)
-// and, with a bias, the blocks' column sums, which bias_gradient_kernel adds up; the weight
+// and, with a bias, the blocks' column sums, which sum_partials adds up; the weight
 // gradients dW_l = G_l^T a_{l-1} are then one cuBLAS GEMM a layer. `p` is make_params' with
 // grad_out and grad_x set; x2 is x as (rows, widths[0]), `kept` what the forward kept.
 template <typename T, class Net, Activation kHidden, Activation kOut>
@@ -1615,7 +1580,11 @@ void backward(const Network& net, Params<T> p, const at::Tensor& x2, const at::T
     }
     launch<kWarps>(kernel, p, bytes, stream, blocks);
     if (net.bias) {
-      sum_bias_partials<T, Net>(net, partial.const_data_ptr<float>(), blocks, grads, stream);
+      opgen::PartialRows<T, float> targets[kLayers];
+      for (int l = 0; l < kLayers; ++l) {
+        targets[l] = bias_target<T, Net>(net, partial.const_data_ptr<float>(), l, grads);
+      }
+      opgen::sum_partials_of(targets, kLayers, blocks, stream);
     }
   } else if (net.bias) {
     for (int l = 0; l < kLayers; ++l) grads[2 + per_layer * l].zero_();

@@ -5,6 +5,7 @@
 
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cfloat>
 #include <cstdint>
 #include <cstring>
@@ -154,15 +155,25 @@ struct MergeMaxExpSum {
 // rows, about 8 loads a lane at the least: a norm's short rows leave hundreds of partial rows of
 // few columns, its long rows a dozen of 2^18 columns. (Fixed 16 lanes of 32 columns ran rows of
 // 1024 on 32 blocks, and left 14 of the 16 lanes idle at rows of 262144.) One launch adds up to
-// two gradients' partial rows of the same shape (blockIdx.y): a norm's weight and bias.
+// kSumPartialsMaxTargets gradients' partial rows (blockIdx.y), each its own width and row stride:
+// a norm's weight and bias, an MLP's every weight and bias gradient (their columns within each
+// block's one partial row).
 
 constexpr int kSumPartialsThreads = 256;
 constexpr int kSumPartialsMaxLanes = 64;
+constexpr int kSumPartialsMaxTargets = 16;
 
 template <typename W, typename Acc>
 struct PartialRows {
   W* out;              // cols values
-  const Acc* partial;  // partials x cols, row-major; may be null where partials is 0
+  const Acc* partial;  // partials rows `stride` apart, cols each; may be null where partials is 0
+  int64_t cols;
+  int64_t stride;  // >= cols
+};
+
+template <typename W, typename Acc>
+struct PartialTargets {
+  PartialRows<W, Acc> target[kSumPartialsMaxTargets];
 };
 
 template <typename Acc, int kVec>
@@ -172,10 +183,10 @@ struct alignas(sizeof(Acc) * kVec) AccVec {
 
 template <typename W, typename Acc, int kVec>
 __global__ void __launch_bounds__(kSumPartialsThreads)
-    sum_partials_kernel(PartialRows<W, Acc> first, PartialRows<W, Acc> second, int64_t partials,
-                        int64_t cols, int lanes) {
+    sum_partials_kernel(const PartialTargets<W, Acc> targets, int64_t partials, int lanes) {
   __shared__ Acc totals[kSumPartialsThreads * kVec];
-  const PartialRows<W, Acc> rows = blockIdx.y == 0 ? first : second;
+  const PartialRows<W, Acc> rows = targets.target[blockIdx.y];
+  const int64_t cols = rows.cols;
   const int col_threads = kSumPartialsThreads / lanes;
   const int lane = threadIdx.x / col_threads;
   const int col_thread = threadIdx.x % col_threads;
@@ -188,7 +199,7 @@ __global__ void __launch_bounds__(kSumPartialsThreads)
 #pragma unroll 4
     for (int64_t p = lane; p < partials; p += lanes) {
       const auto loaded =
-          *reinterpret_cast<const AccVec<Acc, kVec>*>(rows.partial + p * cols + col);
+          *reinterpret_cast<const AccVec<Acc, kVec>*>(rows.partial + p * rows.stride + col);
 #pragma unroll
       for (int i = 0; i < kVec; ++i) total[i] += loaded.value[i];
     }
@@ -202,29 +213,39 @@ __global__ void __launch_bounds__(kSumPartialsThreads)
       for (int i = 0; i < kVec; ++i)
         total[i] += totals[i * kSumPartialsThreads + l * col_threads + col_thread];
     }
-    // kVec > 1 only where cols is a multiple of it: every column here is in the row.
+    // kVec > 1 only where every cols is a multiple of it: every column here is in the row.
 #pragma unroll
     for (int i = 0; i < kVec; ++i) rows.out[col + i] = static_cast<W>(total[i]);
   }
 }
 
-// Each of `count` (1 or 2) gradients' out = its partial rows summed over rows, on `stream`.
+// Each of `count` (at most kSumPartialsMaxTargets) gradients' out = its partial rows summed over
+// rows, on `stream`.
 template <typename W, typename Acc>
-void sum_partials_of(const PartialRows<W, Acc>* sums, int count, int64_t partials, int64_t cols,
+void sum_partials_of(const PartialRows<W, Acc>* sums, int count, int64_t partials,
                      cudaStream_t stream) {
+  TORCH_CHECK(count <= kSumPartialsMaxTargets, "sum_partials: at most ", kSumPartialsMaxTargets,
+              " targets a launch, got ", count);
+  int64_t cols = 0;  // the widest target's
+  PartialTargets<W, Acc> targets{};
+  for (int i = 0; i < count; ++i) {
+    targets.target[i] = sums[i];
+    cols = std::max(cols, sums[i].cols);
+  }
   if (cols == 0 || count == 0) return;
   int lanes = 1;
   while (lanes < kSumPartialsMaxLanes && int64_t{lanes} * 8 <= partials) lanes *= 2;
   constexpr int kVec = 16 / sizeof(Acc) > 0 ? static_cast<int>(16 / sizeof(Acc)) : 1;
-  bool vectors = cols % kVec == 0;
-  for (int i = 0; i < count; ++i)
-    vectors = vectors && reinterpret_cast<uintptr_t>(sums[i].partial) % 16 == 0;
-  const PartialRows<W, Acc> second = sums[count > 1 ? 1 : 0];
+  bool vectors = true;
+  for (int i = 0; i < count; ++i) {
+    vectors = vectors && sums[i].cols % kVec == 0 && sums[i].stride % kVec == 0 &&
+              reinterpret_cast<uintptr_t>(sums[i].partial) % 16 == 0;
+  }
   const int64_t col_threads = kSumPartialsThreads / lanes;
   const auto launch = [&](auto kernel, int vec) {
     const int64_t blocks = (cols + col_threads * vec - 1) / (col_threads * vec);
     kernel<<<dim3(static_cast<unsigned>(blocks), static_cast<unsigned>(count)), kSumPartialsThreads,
-             0, stream>>>(sums[0], second, partials, cols, lanes);
+             0, stream>>>(targets, partials, lanes);
     OPGEN_CHECK_LAUNCH();
   };
   if (vectors) {
@@ -238,16 +259,17 @@ void sum_partials_of(const PartialRows<W, Acc>* sums, int count, int64_t partial
 // on `stream`. partial may be null where partials is 0 (out is then zeros).
 template <typename W, typename Acc>
 void sum_partials(W* out, const Acc* partial, int64_t partials, int64_t cols, cudaStream_t stream) {
-  const PartialRows<W, Acc> sums[] = {{out, partial}};
-  sum_partials_of(sums, 1, partials, cols, stream);
+  const PartialRows<W, Acc> sums[] = {{out, partial, cols, cols}};
+  sum_partials_of(sums, 1, partials, stream);
 }
 
 // The same for two gradients of one shape and dtype (a norm's weight and bias), in one launch.
 template <typename W, typename Acc>
 void sum_partials(W* out, const Acc* partial, W* second_out, const Acc* second_partial,
                   int64_t partials, int64_t cols, cudaStream_t stream) {
-  const PartialRows<W, Acc> sums[] = {{out, partial}, {second_out, second_partial}};
-  sum_partials_of(sums, 2, partials, cols, stream);
+  const PartialRows<W, Acc> sums[] = {{out, partial, cols, cols},
+                                      {second_out, second_partial, cols, cols}};
+  sum_partials_of(sums, 2, partials, stream);
 }
 
 }  // namespace opgen

@@ -5,7 +5,7 @@
 // and float32 as TF32 where torch.backends.cuda.matmul.allow_tf32 allows it); one kernel for the
 // input gradient and the bias gradients' per-block sums (added in a fixed order: deterministic)
 // and, for 16-bit types where the tiles fit, the weight gradients' per-block partials (also added
-// in block order); else the weight gradients are one GEMM a layer. float64 and exact float32 take
+// in a fixed order); else the weight gradients are one GEMM a layer. float64 and exact float32 take
 // the CPU kernel's layer-by-layer ATen path (opgen/mlp.h), on the GPU.
 #include <ATen/Context.h>
 #include <ATen/Dispatch.h>
