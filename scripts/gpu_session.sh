@@ -125,6 +125,7 @@ module = f"generated_ops.{op}.test_{op}"
 print(shlex.join(sanitizer_command(find_compute_sanitizer(), tool, module, [] if piece == "whole" else [piece])))' "$@"
 }
 sanitizing=()
+piece_logs="$work/sanitize-pieces"; rm -rf "$piece_logs"; mkdir -p "$piece_logs"
 start_sanitizers() {  # in the background
   for op in "${sanitized[@]}"; do
     for tool in "${tools[@]}"; do
@@ -132,12 +133,16 @@ start_sanitizers() {  # in the background
         for piece in $(pieces_of "$tool"); do
           # SANITIZE_JOBS: at most this many pieces at once (default 16).
           while [ "$(jobs -rp | wc -l)" -ge "${SANITIZE_JOBS:-16}" ]; do wait -n; done
-          log="$OUT/sanitize-$op-$tool-$piece.log"
+          # A piece's log is written beside the workspace and appended to $OUT/sanitize-pieces.log
+          # when the piece ends: a call cut off by its limit still returns every finished piece
+          # (32 logs of their own under $OUT were more files than a call brings back).
+          log="$piece_logs/$op-$tool-$piece.log"
           line=$(sanitizer_line "$tool" "$op" "$piece")
           ( began=$SECONDS
             export PYTORCH_NO_CUDA_MEMORY_CACHING=1 PYTHONPATH="$work${PYTHONPATH:+:$PYTHONPATH}"
             eval "timeout ${SANITIZE_TIMEOUT:-0} $line" > "$log" 2>&1
-            echo "exit $? after $((SECONDS - began)) s" >> "$log" ) &
+            echo "exit $? after $((SECONDS - began)) s" >> "$log"
+            { echo "== $op $tool $piece"; cat "$log"; } | flock "$OUT/sanitize-pieces.log" tee -a "$OUT/sanitize-pieces.log" > /dev/null ) &
           sanitizing+=($!)
         done
         continue
@@ -200,7 +205,7 @@ if has_mode sanitize; then
     for tool in "${tools[@]}"; do
       if in_pieces "$tool"; then
         for piece in $(pieces_of "$tool"); do
-          log="$OUT/sanitize-$op-$tool-$piece.log"
+          log="$piece_logs/$op-$tool-$piece.log"
           summary=$(grep -E "(ERROR|RACECHECK) SUMMARY" "$log" | tail -1 | sed 's/^=* *//')
           echo "== sanitize $op ($tool, $piece): ${summary:-no summary}; $(tail -1 "$log")"
           grep -q "^exit 0 " "$log" && grep -qE "SUMMARY: 0 (errors|hazards)" "$log" || status=1
@@ -213,7 +218,9 @@ if has_mode sanitize; then
       grep -q "skipped" "$log" && status=1
     done
   done
-  cat "$OUT"/sanitize-*.log > "$OUT/sanitize.log" && rm "$OUT"/sanitize-*.log
+  if compgen -G "$OUT/sanitize-*-*.log" > /dev/null; then
+    cat "$OUT"/sanitize-*-*.log > "$OUT/sanitize.log" && rm "$OUT"/sanitize-*-*.log
+  fi
 fi
 if has_mode quick; then
   if [ ${#warming[@]} -gt 0 ]; then
