@@ -27,6 +27,7 @@ from opgen.testing import (
     DEVICES,
     FLOAT_DTYPES,
     assert_close,
+    assert_close_in_norm,
     misaligned,
     non_contiguous,
     poison_allocator,
@@ -78,6 +79,11 @@ class OpSuite:
     # Whether the forward runs kernels of its own where no gradient is needed (the MLP's: nothing
     # kept for a backward); exercise_kernel_paths then runs each forward that way too.
     inference_kernels: ClassVar[bool] = False
+    # Per dtype, a relative error in norm that each floating output as a whole must stay within, or
+    # within twice the reference's own error in that dtype, whichever is larger (none: elementwise
+    # only). For sums of many rounded products (GEMMs), whose elementwise tolerance must be wide
+    # enough for one element's roundings and then lets a few percent of error everywhere pass.
+    forward_norm_tolerance: ClassVar[Mapping[torch.dtype, float]] = {}
 
     def arguments(self, shape: tuple[int, ...], dtype: torch.dtype, device: str) -> dict[str, Any]:
         """Keyword arguments of one valid call whose tensors are built from ``shape``."""
@@ -110,7 +116,15 @@ class OpSuite:
 
     def check_against_reference(self, arguments: Mapping[str, Any], dtype: torch.dtype, device: str) -> None:
         actual = self.op(**arguments)
-        self.assert_outputs_match(actual, self.reference(**to_float64(arguments)), dtype, device)
+        expected = self.reference(**to_float64(arguments))
+        self.assert_outputs_match(actual, expected, dtype, device)
+        if dtype in self.forward_norm_tolerance:
+            in_dtype = as_tuple(self.reference(**arguments))
+            outputs = zip(self.spec.outputs, as_tuple(actual), as_tuple(expected), in_dtype, strict=True)
+            for output, got, want, eager in outputs:
+                if not output.integer and got.numel() > 0:
+                    tolerance = self.forward_norm_tolerance[dtype]
+                    assert_close_in_norm(got, want, tolerance, name=f"output {output.name!r}", as_pytorch=eager)
 
     def tensor_arguments(self) -> list[Argument]:
         return list(self.spec.tensors)

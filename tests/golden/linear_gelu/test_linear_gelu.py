@@ -69,6 +69,10 @@ class TestLinearGelu(GradientSuite, OptionalTensorsSuite, SeveralTensorsSuite):
         torch.float16: (5e-3, 5e-3),
         torch.bfloat16: (2e-2, 4e-2),
     }
+    # Each element within those, and the whole 16-bit output within twice eager's error in norm
+    # (1-4e-3 in bfloat16, 2-4e-4 in float16 for these shapes on the CPU) or this, whichever is
+    # larger: a few percent of error everywhere, inside the elementwise tolerance, fails.
+    forward_norm_tolerance = {torch.bfloat16: 1e-2, torch.float16: 1e-3}
 
     def arguments(self, shape: tuple[int, ...], dtype: torch.dtype, device: str) -> dict[str, Any]:
         in_features = shape[-1]
