@@ -199,6 +199,11 @@ def assert_close_in_norm(
     assert error <= bound, f"{name}: relative error {error:.2e} in norm > {bound:.1e}"
 
 
+def _fresh_leaves(arguments: Mapping[str, Any], names: Sequence[str]) -> dict[str, Any]:
+    """Detached copies of the tensor arguments, those named requiring a gradient, so calls do not interfere."""
+    return {k: v.detach().requires_grad_(k in names) if isinstance(v, torch.Tensor) else v for k, v in arguments.items()}
+
+
 def gradients_of(
     fn: Callable[..., torch.Tensor], arguments: Mapping[str, Any], names: Sequence[str], grad: torch.Tensor
 ) -> tuple[torch.Tensor, ...]:
@@ -206,7 +211,7 @@ def gradients_of(
 
     Taken on fresh leaves (detached copies of the tensor arguments), so calls do not interfere.
     """
-    leaves = {k: v.detach().requires_grad_(k in names) if isinstance(v, torch.Tensor) else v for k, v in arguments.items()}
+    leaves = _fresh_leaves(arguments, names)
     out = fn(**leaves)
     return tuple(torch.autograd.grad(out, [leaves[n] for n in names], grad.to(out.dtype)))
 
@@ -223,7 +228,7 @@ def gradients_under_compiled_autograd(
     """
     from torch._dynamo import compiled_autograd
 
-    leaves = {k: v.detach().requires_grad_(k in names) if isinstance(v, torch.Tensor) else v for k, v in arguments.items()}
+    leaves = _fresh_leaves(arguments, names)
     backend = "inductor" if grad.device.type == "cuda" else "aot_eager"
     with compiled_autograd._enable(torch.compile(backend=backend, fullgraph=True)):
         out = fn(**leaves)

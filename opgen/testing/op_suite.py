@@ -121,9 +121,9 @@ class OpSuite:
         if dtype in self.forward_norm_tolerance:
             in_dtype = as_tuple(self.reference(**arguments))
             outputs = zip(self.spec.outputs, as_tuple(actual), as_tuple(expected), in_dtype, strict=True)
+            tolerance = self.forward_norm_tolerance[dtype]
             for output, got, want, eager in outputs:
                 if not output.integer and got.numel() > 0:
-                    tolerance = self.forward_norm_tolerance[dtype]
                     assert_close_in_norm(got, want, tolerance, name=f"output {output.name!r}", as_pytorch=eager)
 
     def tensor_arguments(self) -> list[Argument]:

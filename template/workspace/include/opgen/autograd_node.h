@@ -7,14 +7,19 @@
 // torch::autograd::SavedVariable (version checks and saved-tensor hooks as for PyTorch's nodes).
 #pragma once
 
+#include <ATen/core/LegacyTypeDispatch.h>
+#include <c10/core/GradMode.h>
+#include <c10/util/Exception.h>
 #include <c10/util/intrusive_ptr.h>
 #include <torch/csrc/autograd/edge.h>
+#include <torch/csrc/autograd/functions/utils.h>
 #include <torch/csrc/autograd/function.h>
 #include <torch/csrc/autograd/saved_variable.h>
 #include <torch/csrc/dynamo/compiled_autograd.h>
 
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <type_traits>
 
 namespace opgen::autograd {
@@ -30,6 +35,29 @@ auto make_node() {
     return c10::make_intrusive<NodeType>();
   }
 }
+
+// The op's inputs carry no forward-mode tangent: its nodes differentiate in reverse mode only,
+// and a tangent would otherwise be dropped without a word.
+template <class... Tensors>
+void refuse_forward_mode(const char* op, const Tensors&... tensors) {
+  TORCH_CHECK(!(torch::autograd::isFwGradDefined(tensors) || ...), op,
+              ": forward-mode AD (torch.autograd.forward_ad) is not supported; use reverse mode "
+              "(backward, torch.autograd.grad)");
+}
+
+// Held while a node's apply() calls the op's backward: a first derivative (grad mode off) goes
+// straight to the backward's kernels, past the Python autograd registration that refuses double
+// backward (microseconds a step, as long as a small layer's GEMMs); with create_graph it goes
+// through that registration, which raises.
+class FirstDerivativeGuard {
+ public:
+  FirstDerivativeGuard() {
+    if (!c10::GradMode::is_enabled()) below_autograd_.emplace();
+  }
+
+ private:
+  std::optional<at::AutoDispatchBelowADInplaceOrView> below_autograd_;
+};
 
 // What every hand-written node does with the tensors it keeps, written once: hands them to compiled
 // autograd (torch._dynamo.compiled_autograd traces the backward through compiled_args, then

@@ -76,11 +76,7 @@ struct LinReluBackward : public opgen::autograd::KeepingNode<LinReluBackward> {
     const at::Tensor out = out_.unpack();
     const bool need_x = task_should_compute_output(0), need_weight = task_should_compute_output(1);
     const bool need_bias = bias.has_value() && task_should_compute_output(2);
-    // A first derivative (grad mode off) goes straight to the backward's kernels, past the Python
-    // autograd registration that refuses double backward (microseconds a step, as long as a small
-    // layer's GEMMs); with create_graph it goes through that registration, which raises.
-    std::optional<at::AutoDispatchBelowADInplaceOrView> below_autograd;
-    if (!c10::GradMode::is_enabled()) below_autograd.emplace();
+    const opgen::autograd::FirstDerivativeGuard first_derivative;
     auto [grad_x, grad_weight, grad_bias] = call_backward(
         grads[0], x, weight, bias, out, preactivation, need_x, need_weight, need_bias);
     if (need_x) gradients[0] = grad_x;
@@ -105,11 +101,7 @@ struct LinReluBackward : public opgen::autograd::KeepingNode<LinReluBackward> {
 std::tuple<at::Tensor, at::Tensor> lin_relu_autograd(const at::Tensor& x, const at::Tensor& weight,
                                                      const std::optional<at::Tensor>& bias,
                                                      bool keep_preactivation) {
-  TORCH_CHECK(!(torch::autograd::isFwGradDefined(x) || torch::autograd::isFwGradDefined(weight) ||
-                torch::autograd::isFwGradDefined(bias)),
-              OPGEN_OP,
-              ": forward-mode AD (torch.autograd.forward_ad) is not supported; use reverse mode "
-              "(backward, torch.autograd.grad)");
+  opgen::autograd::refuse_forward_mode(OPGEN_OP, x, weight, bias);
   auto [out, preactivation] = [&] {
     at::AutoDispatchBelowADInplaceOrView below_autograd;
     return call_forward(x, weight, bias, keep_preactivation);

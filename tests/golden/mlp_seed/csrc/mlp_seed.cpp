@@ -12,7 +12,6 @@
 #include <torch/library.h>
 
 #include <mutex>
-#include <optional>
 #include <string>
 #include <vector>
 
@@ -82,11 +81,7 @@ struct MlpSeedBackward : public opgen::autograd::KeepingNode<MlpSeedBackward> {
     const at::Tensor w3 = w3_.unpack();
     const at::Tensor b3 = b3_.unpack();
     const at::Tensor y = y_.unpack(), saved = saved_.unpack();
-    // A first derivative (grad mode off) goes straight to the backward's kernels, past the Python
-    // autograd registration that refuses double backward; with create_graph it goes through that
-    // registration, which raises.
-    std::optional<at::AutoDispatchBelowADInplaceOrView> below_autograd;
-    if (!c10::GradMode::is_enabled()) below_autograd.emplace();
+    const opgen::autograd::FirstDerivativeGuard first_derivative;
     std::vector<at::Tensor> all = call_backward(grad_y, x, w1, b1, w2, b2, w3, b3, y, saved);
     for (size_t i = 0; i < gradients.size(); ++i) {
       if (task_should_compute_output(i)) gradients[i] = std::move(all[i]);
@@ -115,13 +110,7 @@ std::tuple<at::Tensor, at::Tensor> mlp_seed_autograd(const at::Tensor& x, const 
                                                      const at::Tensor& b1, const at::Tensor& w2,
                                                      const at::Tensor& b2, const at::Tensor& w3,
                                                      const at::Tensor& b3, bool keep_saved) {
-  TORCH_CHECK(!(torch::autograd::isFwGradDefined(x) || torch::autograd::isFwGradDefined(w1) ||
-                torch::autograd::isFwGradDefined(b1) || torch::autograd::isFwGradDefined(w2) ||
-                torch::autograd::isFwGradDefined(b2) || torch::autograd::isFwGradDefined(w3) ||
-                torch::autograd::isFwGradDefined(b3)),
-              OPGEN_OP,
-              ": forward-mode AD (torch.autograd.forward_ad) is not supported; use reverse mode "
-              "(backward, torch.autograd.grad)");
+  opgen::autograd::refuse_forward_mode(OPGEN_OP, x, w1, b1, w2, b2, w3, b3);
   auto [y, saved] = [&] {
     at::AutoDispatchBelowADInplaceOrView below_autograd;
     return call_forward(x, w1, b1, w2, b2, w3, b3, keep_saved);

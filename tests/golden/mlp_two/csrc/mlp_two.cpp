@@ -12,7 +12,6 @@
 #include <torch/library.h>
 
 #include <mutex>
-#include <optional>
 #include <string>
 #include <vector>
 
@@ -70,11 +69,7 @@ struct MlpTwoBackward : public opgen::autograd::KeepingNode<MlpTwoBackward> {
     const at::Tensor w1 = w1_.unpack();
     const at::Tensor w2 = w2_.unpack();
     const at::Tensor y = y_.unpack(), saved = saved_.unpack();
-    // A first derivative (grad mode off) goes straight to the backward's kernels, past the Python
-    // autograd registration that refuses double backward; with create_graph it goes through that
-    // registration, which raises.
-    std::optional<at::AutoDispatchBelowADInplaceOrView> below_autograd;
-    if (!c10::GradMode::is_enabled()) below_autograd.emplace();
+    const opgen::autograd::FirstDerivativeGuard first_derivative;
     std::vector<at::Tensor> all = call_backward(grad_y, x, w1, w2, y, saved);
     for (size_t i = 0; i < gradients.size(); ++i) {
       if (task_should_compute_output(i)) gradients[i] = std::move(all[i]);
@@ -97,11 +92,7 @@ struct MlpTwoBackward : public opgen::autograd::KeepingNode<MlpTwoBackward> {
 
 std::tuple<at::Tensor, at::Tensor> mlp_two_autograd(const at::Tensor& x, const at::Tensor& w1,
                                                     const at::Tensor& w2, bool keep_saved) {
-  TORCH_CHECK(!(torch::autograd::isFwGradDefined(x) || torch::autograd::isFwGradDefined(w1) ||
-                torch::autograd::isFwGradDefined(w2)),
-              OPGEN_OP,
-              ": forward-mode AD (torch.autograd.forward_ad) is not supported; use reverse mode "
-              "(backward, torch.autograd.grad)");
+  opgen::autograd::refuse_forward_mode(OPGEN_OP, x, w1, w2);
   auto [y, saved] = [&] {
     at::AutoDispatchBelowADInplaceOrView below_autograd;
     return call_forward(x, w1, w2, keep_saved);
