@@ -12,6 +12,7 @@ import torch
 
 from opgen.testing import (
     FLOAT_DTYPES,
+    assert_forward_mode_refused,
     gradients_of,
     gradients_under_compiled_autograd,
     misaligned,
@@ -197,3 +198,37 @@ def test_gradients_under_compiled_autograd_are_autograds() -> None:
         got = gradients_under_compiled_autograd(fn, arguments, ("x", "w"), grad)
         for g, e in zip(got, expected, strict=True):
             assert torch.allclose(g, e)
+
+
+@torch.library.custom_op("opgen_testing::scaled_sum", mutates_args=())
+def _scaled_sum(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    return 2 * x + y
+
+
+_scaled_sum.register_autograd(lambda ctx, grad: (2 * grad, grad))
+
+
+def _guarded(*guarded: str) -> Any:
+    """The custom op behind a guard that refuses a tangent on the arguments ``guarded``, as generated ops do."""
+    from torch.autograd import forward_ad
+
+    def call(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        for name, t in (("x", x), ("y", y)):
+            if name in guarded and forward_ad.unpack_dual(t).tangent is not None:
+                raise RuntimeError("scaled_sum: forward-mode AD (torch.func.jvp) is not supported")
+        return _scaled_sum(x, y)
+
+    return call
+
+
+def test_forward_mode_refusal_passes_for_an_op_that_refuses_every_tangent() -> None:
+    x, y = torch.randn(3, 4, dtype=torch.float64), torch.randn(3, 4, dtype=torch.float64)
+    assert_forward_mode_refused("scaled_sum", _guarded("x", "y"), {"x": x, "y": y})
+
+
+@pytest.mark.parametrize("guarded", [(), ("x",)], ids=["no guard", "x only"])
+def test_forward_mode_refusal_fails_for_an_op_that_drops_a_tangent(guarded: tuple[str, ...]) -> None:
+    # A custom op's reverse-mode autograd drops the tangent without a word: the check must notice.
+    x, y = torch.randn(3, 4, dtype=torch.float64), torch.randn(3, 4, dtype=torch.float64)
+    with pytest.raises(pytest.fail.Exception, match="DID NOT RAISE"):
+        assert_forward_mode_refused("scaled_sum", _guarded(*guarded), {"x": x, "y": y})

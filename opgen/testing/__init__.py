@@ -239,6 +239,25 @@ def gradients_under_compiled_autograd(
     return tuple(g for g in grads if g is not None)
 
 
+def assert_forward_mode_refused(op: str, call: Callable[..., Any], tensors: Mapping[str, torch.Tensor]) -> None:
+    """A tangent on each of ``tensors`` in turn, and torch.func.jvp over all of them, fail with the op's clear error.
+
+    ``call(**tensors)`` runs the op. torch.library's custom-op autograd is reverse mode only and
+    would drop such tangents without a word (jvp reading them as zeros): the op must refuse them.
+    """
+    from torch.autograd import forward_ad
+
+    refused = rf"{op}: forward-mode AD .* is not supported"
+    names = list(tensors)
+    for name in names:
+        with forward_ad.dual_level(), pytest.raises(RuntimeError, match=refused):
+            dual = forward_ad.make_dual(tensors[name], torch.randn_like(tensors[name]))
+            call(**(dict(tensors) | {name: dual}))
+    primals = tuple(tensors[n] for n in names)
+    with pytest.raises(RuntimeError, match=refused):
+        torch.func.jvp(lambda *ts: call(**dict(zip(names, ts, strict=True))), primals, tuple(map(torch.randn_like, primals)))
+
+
 def shapes_filled_by(step: Callable[[], object]) -> list[list[int]]:
     """The shapes of the tensors ``step`` fills with a constant (``aten::zero_``, ``aten::fill_``).
 

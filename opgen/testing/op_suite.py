@@ -28,6 +28,7 @@ from opgen.testing import (
     FLOAT_DTYPES,
     assert_close,
     assert_close_in_norm,
+    assert_forward_mode_refused,
     misaligned,
     non_contiguous,
     poison_allocator,
@@ -388,6 +389,16 @@ class GradientSuite(OpSuite):
             with pytest.raises(RuntimeError, match=rf"{self.spec.name}: its backward is not differentiable"):
                 torch.autograd.grad(torch.stack([g.sum() for g in used]).sum(), [arguments[n] for n in names], allow_unused=True)
         assert not [w for w in caught if "autograd kernel was not registered" in str(w.message)]
+
+    @on_devices
+    def test_forward_mode_ad_raises_a_clear_error(self, device: str) -> None:
+        # No kernel has a forward-mode formula: a tangent fails at once, naming the op, instead of
+        # being dropped below torch.library's reverse-mode autograd.
+        arguments = self.arguments(self.shapes[1], torch.float64, device)
+        names = self.differentiable(arguments)
+        assert_forward_mode_refused(
+            self.spec.name, lambda **tensors: self.op(**(arguments | tensors)), {n: arguments[n] for n in names}
+        )
 
     @on_devices
     def test_gradcheck_float64(self, device: str) -> None:

@@ -31,6 +31,7 @@ from opgen.testing import (
     FLOAT_DTYPES,
     assert_close,
     assert_close_or_as_pytorch,
+    assert_forward_mode_refused,
     compute_dtype,
     misaligned,
     non_contiguous,
@@ -322,6 +323,13 @@ class TensorOpSuite:
             with pytest.raises(RuntimeError, match=rf"{self.name}: its backward is not differentiable"):
                 torch.autograd.grad(torch.stack([g.sum() for g in grads]).sum(), inputs)
         assert not [w for w in caught if "autograd kernel was not registered" in str(w.message)]
+
+    @on_devices
+    def test_forward_mode_ad_raises_a_clear_error(self, device: str, params: dict[str, Any]) -> None:
+        # No kernel has a forward-mode formula: a tangent fails at once, naming the op, instead of
+        # being dropped below torch.library's reverse-mode autograd.
+        inputs = dict(zip(self.inputs, self.make_inputs((3, 5), torch.float64, device), strict=True))
+        assert_forward_mode_refused(self.name, lambda **tensors: self.call(list(tensors.values()), params), inputs)
 
     @on_devices
     def test_opcheck(self, device: str, opcheck_shapes: Shapes, params: dict[str, Any]) -> None:

@@ -40,9 +40,11 @@ auto make_node() {
 // and a tangent would otherwise be dropped without a word.
 template <class... Tensors>
 void refuse_forward_mode(const char* op, const Tensors&... tensors) {
-  TORCH_CHECK(!(torch::autograd::isFwGradDefined(tensors) || ...), op,
-              ": forward-mode AD (torch.autograd.forward_ad) is not supported; use reverse mode "
-              "(backward, torch.autograd.grad)");
+  TORCH_CHECK(
+      !(torch::autograd::isFwGradDefined(tensors) || ...), op,
+      ": forward-mode AD (torch.func.jvp, jacfwd, torch.autograd.forward_ad) is not "
+      "supported, its kernels differentiate in reverse mode only; use reverse mode (backward, "
+      "torch.autograd.grad, torch.func.vjp or jacrev), or compute that part with PyTorch ops");
 }
 
 // Held while a node's apply() calls the op's backward: a first derivative (grad mode off) goes

@@ -12,7 +12,7 @@ from typing import Any, NamedTuple
 import torch
 
 from .._loading import load_op_library
-from .._registration import refuse_double_backward
+from .._registration import refuse_double_backward, refuse_forward_mode
 
 load_op_library(Path(__file__).resolve().parent)
 
@@ -34,6 +34,7 @@ def add_rmsnorm(
     float32. The output has x's dtype; statistics and sums run in float32 (float64 for float64).
     Schema: ``add_rmsnorm(Tensor x, Tensor residual, Tensor? weight=None, float? eps=None) -> (Tensor output, Tensor residual_out)``.
     """
+    refuse_forward_mode("add_rmsnorm", x, residual, weight)
     outputs = torch.ops.generated_ops.add_rmsnorm.default(x, residual, weight, eps)
     return AddRmsnormResult(outputs[0], outputs[1])
 

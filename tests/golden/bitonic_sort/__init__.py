@@ -11,7 +11,7 @@ from typing import Any, NamedTuple
 import torch
 
 from .._loading import load_op_library
-from .._registration import refuse_double_backward
+from .._registration import refuse_double_backward, refuse_forward_mode
 
 load_op_library(Path(__file__).resolve().parent)
 
@@ -30,6 +30,7 @@ def bitonic_sort(x: torch.Tensor, dim: int = -1, descending: bool = False) -> Bi
     with x's dtype; any strides (the kernels read contiguous copies).
     Schema: ``bitonic_sort(Tensor x, int dim=-1, bool descending=False) -> (Tensor values, Tensor indices)``.
     """
+    refuse_forward_mode("bitonic_sort", x)
     return BitonicSortResult(*torch.ops.generated_ops.bitonic_sort.default(x, dim, descending))
 
 

@@ -12,7 +12,7 @@ from typing import Any
 import torch
 
 from .._loading import load_op_library
-from .._registration import refuse_double_backward
+from .._registration import refuse_double_backward, refuse_forward_mode
 
 load_op_library(Path(__file__).resolve().parent)
 
@@ -26,6 +26,7 @@ def layernorm(
     float32. The output has x's dtype; statistics and sums run in float32 (float64 for float64).
     Schema: ``layernorm(Tensor x, Tensor? weight=None, Tensor? bias=None, float eps=1e-05) -> Tensor``.
     """
+    refuse_forward_mode("layernorm", x, weight, bias)
     outputs = torch.ops.generated_ops.layernorm.default(x, weight, bias, eps)
     return outputs[0]
 

@@ -11,7 +11,7 @@ from typing import Any
 import torch
 
 from .._loading import load_op_library
-from .._registration import refuse_double_backward
+from .._registration import refuse_double_backward, refuse_forward_mode
 
 load_op_library(Path(__file__).resolve().parent)
 _op = torch.ops.generated_ops.lin_silu.default
@@ -24,6 +24,7 @@ def lin_silu(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = 
     takes them; all float32, float64, float16 or bfloat16 of one dtype, on one device. On CUDA one
     cuBLASLt GEMM adds the bias and applies the activation in its epilogue.
     """
+    refuse_forward_mode("lin_silu", x, weight, bias)
     if torch.compiler.is_compiling():  # traced by torch.compile: plain checks it understands
         keep = torch.is_grad_enabled() and (
             x.requires_grad or weight.requires_grad or (bias is not None and bias.requires_grad)

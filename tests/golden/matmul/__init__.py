@@ -11,7 +11,7 @@ from typing import Any
 import torch
 
 from .._loading import load_op_library
-from .._registration import refuse_double_backward
+from .._registration import refuse_double_backward, refuse_forward_mode
 
 load_op_library(Path(__file__).resolve().parent)
 
@@ -23,6 +23,7 @@ def matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     with a's dtype; any strides (the kernels read contiguous copies).
     Schema: ``matmul(Tensor a, Tensor b) -> Tensor``.
     """
+    refuse_forward_mode("matmul", a, b)
     return torch.ops.generated_ops.matmul.default(a, b)
 
 

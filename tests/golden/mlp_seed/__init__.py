@@ -11,7 +11,7 @@ from typing import Any
 import torch
 
 from .._loading import load_op_library
-from .._registration import refuse_double_backward
+from .._registration import refuse_double_backward, refuse_forward_mode
 
 load_op_library(Path(__file__).resolve().parent)
 _op = torch.ops.generated_ops.mlp_seed.default
@@ -39,6 +39,7 @@ def mlp_seed(
     allows it, else exact, as float64, layer by layer).
     """
     tensors = (x, w1, b1, w2, b2, w3, b3)
+    refuse_forward_mode("mlp_seed", *tensors)
     if torch.compiler.is_compiling():  # traced by torch.compile: plain checks it understands
         keep = torch.is_grad_enabled() and any(t.requires_grad for t in tensors)
         return _op(*tensors, keep)[0]

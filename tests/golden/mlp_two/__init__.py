@@ -11,7 +11,7 @@ from typing import Any
 import torch
 
 from .._loading import load_op_library
-from .._registration import refuse_double_backward
+from .._registration import refuse_double_backward, refuse_forward_mode
 
 load_op_library(Path(__file__).resolve().parent)
 _op = torch.ops.generated_ops.mlp_two.default
@@ -31,6 +31,7 @@ def mlp_two(x: torch.Tensor, w1: torch.Tensor, w2: torch.Tensor) -> torch.Tensor
     allows it, else exact, as float64, layer by layer).
     """
     tensors = (x, w1, w2)
+    refuse_forward_mode("mlp_two", *tensors)
     if torch.compiler.is_compiling():  # traced by torch.compile: plain checks it understands
         keep = torch.is_grad_enabled() and any(t.requires_grad for t in tensors)
         return _op(*tensors, keep)[0]

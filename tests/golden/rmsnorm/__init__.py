@@ -12,7 +12,7 @@ from typing import Any
 import torch
 
 from .._loading import load_op_library
-from .._registration import refuse_double_backward
+from .._registration import refuse_double_backward, refuse_forward_mode
 
 load_op_library(Path(__file__).resolve().parent)
 
@@ -24,6 +24,7 @@ def rmsnorm(x: torch.Tensor, weight: torch.Tensor | None = None, eps: float | No
     float32. The output has x's dtype; statistics and sums run in float32 (float64 for float64).
     Schema: ``rmsnorm(Tensor x, Tensor? weight=None, float? eps=None) -> Tensor``.
     """
+    refuse_forward_mode("rmsnorm", x, weight)
     outputs = torch.ops.generated_ops.rmsnorm.default(x, weight, eps)
     return outputs[0]
 
