@@ -10,6 +10,7 @@ and dtypes without computing anything, which is what lets torch.compile trace th
 fullgraph=True) and the autograd formula that calls the backward op. The backward op gets an
 autograd formula too: the second derivative where the op has one (formula ops), else one clear
 error when something differentiates it (a gradient penalty, a Hessian-vector product).
+``refuse_forward_mode`` is every op's guard against forward-mode AD, which none of them has.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
 import torch
+from torch.autograd import forward_ad
 
 
 def output_like(op: str, names: Sequence[str], tensors: Sequence[torch.Tensor]) -> tuple[torch.Size, torch.dtype]:
@@ -125,3 +127,21 @@ def refuse_double_backward(op: str) -> None:
         )
 
     torch.library.register_autograd(f"generated_ops::{op}_backward", backward, setup_context=setup_context)
+
+
+def refuse_forward_mode(op: str, *tensors: torch.Tensor | Sequence[torch.Tensor] | None) -> None:
+    """A tangent on any of ``tensors`` (forward-mode AD: torch.func.jvp, jacfwd, forward_ad) raises one clear error.
+
+    torch.library's autograd for custom ops is reverse mode only: below it the kernels run on the
+    primal values, and the tangents would be dropped without a word (or read as zeros by jvp).
+    Outside a dual level, which is every call but those, this costs one attribute read.
+    """
+    if forward_ad._current_level < 0 or torch.compiler.is_compiling():
+        return
+    flat = [t for item in tensors for t in ((item,) if item is None or isinstance(item, torch.Tensor) else item)]
+    if any(t is not None and forward_ad.unpack_dual(t).tangent is not None for t in flat):
+        raise RuntimeError(
+            f"{op}: forward-mode AD (torch.func.jvp, jacfwd, torch.autograd.forward_ad) is not supported, its "
+            "kernels differentiate in reverse mode only; use reverse mode (backward, torch.autograd.grad, "
+            "torch.func.vjp or jacrev), or compute that part with PyTorch ops"
+        )
