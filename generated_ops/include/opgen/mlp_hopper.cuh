@@ -407,10 +407,8 @@ __device__ __forceinline__ void fetch_x_tile(unsigned char* rows, const T* x, in
     const unsigned char* const from = first + r * kRowBytes + byte;
     if constexpr (kPiece == 16) {
       tc::cp_async_16(to, from, true);
-    } else if constexpr (kPiece == 8) {
-      tc::cp_async_8(to, from, true);
     } else {
-      tc::cp_async_4(to, from, true);
+      tc::cp_async_piece<kPiece>(to, from, true);
     }
   };
   if (aligned && valid == kRowsPerWarp) {  // every tile but the last: a fixed count a lane
