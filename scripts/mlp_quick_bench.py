@@ -32,7 +32,11 @@ def main() -> None:
     parser.add_argument("--profile-rows", type=int, default=2**22, help="0: no training-step profile")
     parser.add_argument("--forward-only", action="store_true", help="time the forward alone")
     parser.add_argument(
-        "--floor", action="store_true", help="where a small batch's forward time goes (see forward_floor)"
+        "--floor",
+        type=int,
+        nargs="*",
+        metavar="ROWS",
+        help="where a forward's time goes at these batches (default: --rows; see forward_floor)",
     )
     args = parser.parse_args()
     sys.path.insert(0, str(args.workspace.resolve().parent))
@@ -61,8 +65,8 @@ def main() -> None:
                         f"eager {ms['eager'] * 1e3:9.1f} us, ratio {ms['eager'] / ms['fused']:5.2f}x",
                         flush=True,
                     )
-            if args.floor:
-                for rows in args.rows:
+            if args.floor is not None:
+                for rows in args.floor or args.rows:
                     forward_floor(name, dtype_name, rows, op, reference, module)
             if args.profile_rows == 0:
                 continue
