@@ -174,8 +174,8 @@ __device__ __forceinline__ void cp_async_piece(uint32_t shared_dst, const void* 
 #ifdef OPGEN_TC_UNSUPPORTED
   __trap();
 #else
-  asm volatile("cp.async.ca.shared.global [%0], [%1], %2, %3;\n" ::"r"(shared_dst),
-               "l"(global_src), "n"(kBytes), "r"(valid ? kBytes : 0));
+  asm volatile("cp.async.ca.shared.global [%0], [%1], %2, %3;\n" ::"r"(shared_dst), "l"(global_src),
+               "n"(kBytes), "r"(valid ? kBytes : 0));
 #endif
 }
 

@@ -291,8 +291,12 @@ __device__ void stage_weights(unsigned char* base, const Params<T>& p, const Mea
   constexpr int kLayers = Net::kLayers;
   constexpr int kSize = static_cast<int>(sizeof(T));
   // Units of layer l (a thread's: per_thread(l), from first_unit(l) on in its registers).
-  constexpr auto units = [](int l) { return P::n_width(l) * (P::k_width(l) / 8); };
-  constexpr auto per_thread = [units](int l) { return (units(l) + P::kThreads - 1) / P::kThreads; };
+  constexpr auto units = [](int l) {
+    return P::n_width(l) * (P::k_width(l) / 8);
+  };
+  constexpr auto per_thread = [units](int l) {
+    return (units(l) + P::kThreads - 1) / P::kThreads;
+  };
   constexpr auto first_unit = [per_thread](int l) {
     int at = 0;
     for (int i = 0; i < l; ++i) at += per_thread(i);
@@ -305,10 +309,10 @@ __device__ void stage_weights(unsigned char* base, const Params<T>& p, const Mea
     constexpr int kOut = Net::width(l + 1), kIn = Net::width(l), kGroups = P::k_width(l) / 8;
     // The widest piece (elements) that divides a row, within a unit of 8 and 16 bytes.
     constexpr int kMaxPiece = 16 / kSize;
-    constexpr int kPiece = kIn % kMaxPiece == 0 ? kMaxPiece
+    constexpr int kPiece = kIn % kMaxPiece == 0             ? kMaxPiece
                            : kIn % 4 == 0 && 4 <= kMaxPiece ? 4
-                           : kIn % 2 == 0                  ? 2
-                                                           : 1;
+                           : kIn % 2 == 0                   ? 2
+                                                            : 1;
     using Bits = BitsOf<kPiece * kSize>;
     const T* const w = p.weight[l];
     const bool aligned = reinterpret_cast<uintptr_t>(w) % (kPiece * kSize) == 0;
@@ -346,10 +350,10 @@ __device__ void stage_weights(unsigned char* base, const Params<T>& p, const Mea
       const int c = (k0 % P::kSlice) * kSize / 16;
       const T* const v = values[first_unit(l) + j];
       if constexpr (std::is_same_v<T, float>) {
-        const uint4 even = make_uint4(tc::to_tf32(v[0]), tc::to_tf32(v[2]), tc::to_tf32(v[4]),
-                                      tc::to_tf32(v[6]));
-        const uint4 odd = make_uint4(tc::to_tf32(v[1]), tc::to_tf32(v[3]), tc::to_tf32(v[5]),
-                                     tc::to_tf32(v[7]));
+        const uint4 even =
+            make_uint4(tc::to_tf32(v[0]), tc::to_tf32(v[2]), tc::to_tf32(v[4]), tc::to_tf32(v[6]));
+        const uint4 odd =
+            make_uint4(tc::to_tf32(v[1]), tc::to_tf32(v[3]), tc::to_tf32(v[5]), tc::to_tf32(v[7]));
         *reinterpret_cast<uint4*>(row + ((c ^ (n % 8)) * 16)) = even;
         *reinterpret_cast<uint4*>(row + (((c + 1) ^ (n % 8)) * 16)) = odd;
       } else {
