@@ -72,7 +72,8 @@ done
 # baseline's include/opgen/*.cuh; each is copied over a copy of the workspace and built there
 # beside the main build, then timed before it, in the same process order (compare ratios to eager
 # within one call).
-# MLPQUICK_OPS: the ops mlpquick times (default: all named).
+# MLPQUICK_OPS: the ops mlpquick times (default: all named). A variant's own ops and options:
+# MLPQUICK_OPS_<folder's name> and MLPQUICK_ARGS_<folder's name> (default: MLPQUICK_OPS, _ARGS).
 read -r -a quick_ops <<< "${MLPQUICK_OPS:-${ops[*]}}"
 variants=(); variant_builds=()
 if has_mode mlpquick && [ -n "${MLPQUICK_VARIANTS:-}" ]; then
@@ -80,7 +81,8 @@ if has_mode mlpquick && [ -n "${MLPQUICK_VARIANTS:-}" ]; then
   for v in "${variants[@]}"; do
     vwork="$work-variant-$(basename "$v")"; rm -rf "$vwork"; mkdir -p "$vwork"
     cp -r generated_ops "$vwork/" && cp "$repo/$v"/*.cuh "$vwork/generated_ops/include/opgen/" || exit 1
-    ( cd "$vwork" && opgen build -j 6 "${quick_ops[@]}" > "$OUT/build-variant-$(basename "$v").log" 2>&1 ) &
+    vops_name="MLPQUICK_OPS_$(basename "$v")"; read -r -a vops <<< "${!vops_name:-${quick_ops[*]}}"
+    ( cd "$vwork" && opgen build -j 6 "${vops[@]}" > "$OUT/build-variant-$(basename "$v").log" 2>&1 ) &
     variant_builds+=($!)
   done
 fi
@@ -246,9 +248,11 @@ if has_mode mlpquick; then
   fi
   for v in "${variants[@]}"; do
     vwork="$work-variant-$(basename "$v")"
+    vops_name="MLPQUICK_OPS_$(basename "$v")"; read -r -a vops <<< "${!vops_name:-${quick_ops[*]}}"
+    vargs_name="MLPQUICK_ARGS_$(basename "$v")"
     echo "== variant $v" | tee -a "$OUT/mlpquick.log"
     PYTHONPATH="$vwork${PYTHONPATH:+:$PYTHONPATH}" python3 "$repo/scripts/mlp_quick_bench.py" "$vwork/generated_ops" \
-      "${quick_ops[@]}" ${MLPQUICK_ARGS:-} 2>&1 | tee -a "$OUT/mlpquick.log"
+      "${vops[@]}" ${!vargs_name:-${MLPQUICK_ARGS:-}} 2>&1 | tee -a "$OUT/mlpquick.log"
   done
   [ ${#variants[@]} -gt 0 ] && echo "== this tree" | tee -a "$OUT/mlpquick.log"
   PYTHONPATH="$work${PYTHONPATH:+:$PYTHONPATH}" python3 "$repo/scripts/mlp_quick_bench.py" "$work/generated_ops" \

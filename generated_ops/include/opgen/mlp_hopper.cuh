@@ -273,84 +273,92 @@ struct Plan {
   static constexpr bool kFits = Net::max_padded() <= 128;
 };
 
-// Element (n, k) of layer l's weights where its slices hold it (float rounded to tf32, its
-// columns placed as mlp.cuh's stored_column places them, for the register A fragment's order).
-template <typename T, class P, int kLayer>
-__device__ __forceinline__ void place_weight(unsigned char* base, int n, int k_logical, T v) {
-  constexpr int kN = P::n_width(kLayer);
-  const int k = stored_column<T>(k_logical);
-  const int slice = k / P::kSlice, byte = (k % P::kSlice) * static_cast<int>(sizeof(T));
-  unsigned char* const at = base + P::weight_offset(kLayer) + slice * kN * 128 + n * 128 +
-                            (((byte / 16) ^ (n % 8)) * 16) + byte % 16;
-  if constexpr (std::is_same_v<T, float>) {
-    *reinterpret_cast<float*>(at) = __uint_as_float(tc::to_tf32(v));
-  } else {
-    *reinterpret_cast<T*>(at) = v;
-  }
-}
+// Unsigned bits of kBytes bytes (2, 4, 8, 16): one load or store of that width.
+template <int kBytes>
+using BitsOf = std::conditional_t<
+    kBytes == 16, uint4,
+    std::conditional_t<kBytes == 8, uint2, std::conditional_t<kBytes == 4, uint32_t, uint16_t>>>;
 
-// Every layer's weights W[n][k] into their slices, zero-padded, in one round trip to memory: each
-// thread first loads its 16-byte chunks of every layer (the weights are read as the flat arrays
-// they are, where 16-byte aligned), runs `meanwhile` (the biases' loads join the same trip), then
-// places their elements.
+// Every layer's weights W[n][k] into their slices, zero-padded, in one round trip to memory and
+// whole 16-byte chunks of shared memory. A thread's unit of work is 8 consecutive k of one row n of
+// a layer's padded [kN][kK]: one chunk in 16-bit types; in float (tf32) the two chunks of one
+// group of 8, which hold logical k 0, 2, 4, 6 and 1, 3, 5, 7 (stored_column), each rounded to tf32.
+// Each thread first loads the values of all its units of every layer (in the widest pieces that
+// the rows' length and the tensor's alignment allow; zeros past the layer's own widths), runs
+// `meanwhile` (the biases' loads join the same trip), then stores its chunks.
 template <typename T, class Net, class P, class Meanwhile>
 __device__ void stage_weights(unsigned char* base, const Params<T>& p, const Meanwhile& meanwhile) {
-  constexpr int kVec = 16 / static_cast<int>(sizeof(T));
   constexpr int kLayers = Net::kLayers;
-  // Chunks a thread loads of layer l, and where they start in its registers.
-  constexpr auto per_thread = [](int l) {
-    return (Net::width(l) * Net::width(l + 1) / kVec + P::kThreads - 1) / P::kThreads;
+  constexpr int kSize = static_cast<int>(sizeof(T));
+  // Units of layer l (a thread's: per_thread(l), from first_unit(l) on in its registers).
+  constexpr auto units = [](int l) {
+    return P::n_width(l) * (P::k_width(l) / 8);
   };
-  constexpr auto first_chunk = [per_thread](int l) {
+  constexpr auto per_thread = [units](int l) {
+    return (units(l) + P::kThreads - 1) / P::kThreads;
+  };
+  constexpr auto first_unit = [per_thread](int l) {
     int at = 0;
     for (int i = 0; i < l; ++i) at += per_thread(i);
     return at;
   };
-  constexpr int kChunks = first_chunk(kLayers);
-  uint4 chunk[kChunks > 0 ? kChunks : 1];
+  constexpr int kUnits = first_unit(kLayers);
+  alignas(16) T values[kUnits > 0 ? kUnits : 1][8];
   static_for<0, kLayers>([&](auto layer) {
     constexpr int l = decltype(layer)::value;
-    constexpr int kCount = Net::width(l) * Net::width(l + 1) / kVec;
-    if (reinterpret_cast<uintptr_t>(p.weight[l]) % 16 != 0) return;
-    const uint4* const src = reinterpret_cast<const uint4*>(p.weight[l]);
+    constexpr int kOut = Net::width(l + 1), kIn = Net::width(l), kGroups = P::k_width(l) / 8;
+    // The widest piece (elements) that divides a row, within a unit of 8 and 16 bytes.
+    constexpr int kMaxPiece = 16 / kSize;
+    constexpr int kPiece = kIn % kMaxPiece == 0             ? kMaxPiece
+                           : kIn % 4 == 0 && 4 <= kMaxPiece ? 4
+                           : kIn % 2 == 0                   ? 2
+                                                            : 1;
+    using Bits = BitsOf<kPiece * kSize>;
+    const T* const w = p.weight[l];
+    const bool aligned = reinterpret_cast<uintptr_t>(w) % (kPiece * kSize) == 0;
 #pragma unroll
     for (int j = 0; j < per_thread(l); ++j) {
-      const int c = static_cast<int>(threadIdx.x) + j * P::kThreads;
-      if (c < kCount) chunk[first_chunk(l) + j] = src[c];
+      T* const v = values[first_unit(l) + j];
+      const int u = static_cast<int>(threadIdx.x) + j * P::kThreads;
+      const int n = u / kGroups, k0 = (u % kGroups) * 8;
+#pragma unroll
+      for (int e = 0; e < 8; e += kPiece) {
+        const bool inside = u < units(l) && n < kOut && k0 + e < kIn;  // a whole piece or none
+        if (inside && aligned) {
+          *reinterpret_cast<Bits*>(v + e) =
+              *reinterpret_cast<const Bits*>(w + int64_t(n) * kIn + k0 + e);
+        } else {
+#pragma unroll
+          for (int i = 0; i < kPiece; ++i) {
+            v[e + i] = inside ? w[int64_t(n) * kIn + k0 + e + i] : static_cast<T>(0.f);
+          }
+        }
+      }
     }
   });
   meanwhile();
   static_for<0, kLayers>([&](auto layer) {
     constexpr int l = decltype(layer)::value;
-    constexpr int kOut = Net::width(l + 1), kIn = Net::width(l);
-    constexpr int kN = P::n_width(l), kK = P::k_width(l);
-    // The padding: rows past kOut, then columns past kIn of the others.
-    for (int i = threadIdx.x; i < (kN - kOut) * kK; i += P::kThreads) {
-      place_weight<T, P, l>(base, kOut + i / kK, i % kK, static_cast<T>(0.f));
-    }
-    if constexpr (kK > kIn) {
-      for (int i = threadIdx.x; i < kOut * (kK - kIn); i += P::kThreads) {
-        place_weight<T, P, l>(base, i / (kK - kIn), kIn + i % (kK - kIn), static_cast<T>(0.f));
-      }
-    }
-    // The values: this thread's chunks, then what no whole chunk holds (or, unaligned, all).
-    const bool aligned = reinterpret_cast<uintptr_t>(p.weight[l]) % 16 == 0;
-    constexpr int kCount = kIn * kOut / kVec;
-    if (aligned) {
+    constexpr int kN = P::n_width(l), kGroups = P::k_width(l) / 8;
 #pragma unroll
-      for (int j = 0; j < per_thread(l); ++j) {
-        const int c = static_cast<int>(threadIdx.x) + j * P::kThreads;
-        if (c >= kCount) continue;
-        const T* const v = reinterpret_cast<const T*>(&chunk[first_chunk(l) + j]);
-#pragma unroll
-        for (int e = 0; e < kVec; ++e) {
-          const int i = c * kVec + e;
-          place_weight<T, P, l>(base, i / kIn, i % kIn, v[e]);
-        }
+    for (int j = 0; j < per_thread(l); ++j) {
+      const int u = static_cast<int>(threadIdx.x) + j * P::kThreads;
+      if (u >= units(l)) continue;
+      const int n = u / kGroups, k0 = (u % kGroups) * 8;
+      // The 16-byte chunk c (of 8 a 128-byte row) of row n of the slice holding k0.
+      unsigned char* const row = base + P::weight_offset(l) + (k0 / P::kSlice) * kN * 128 + n * 128;
+      const int c = (k0 % P::kSlice) * kSize / 16;
+      const T* const v = values[first_unit(l) + j];
+      if constexpr (std::is_same_v<T, float>) {
+        const uint4 even =
+            make_uint4(tc::to_tf32(v[0]), tc::to_tf32(v[2]), tc::to_tf32(v[4]), tc::to_tf32(v[6]));
+        const uint4 odd =
+            make_uint4(tc::to_tf32(v[1]), tc::to_tf32(v[3]), tc::to_tf32(v[5]), tc::to_tf32(v[7]));
+        *reinterpret_cast<uint4*>(row + ((c ^ (n % 8)) * 16)) = even;
+        *reinterpret_cast<uint4*>(row + (((c + 1) ^ (n % 8)) * 16)) = odd;
+      } else {
+        *reinterpret_cast<uint4*>(row + ((c ^ (n % 8)) * 16)) = *reinterpret_cast<const uint4*>(v);
       }
-    }
-    for (int i = (aligned ? kCount * kVec : 0) + threadIdx.x; i < kIn * kOut; i += P::kThreads) {
-      place_weight<T, P, l>(base, i / kIn, i % kIn, p.weight[l][i]);
     }
   });
 }
@@ -407,10 +415,8 @@ __device__ __forceinline__ void fetch_x_tile(unsigned char* rows, const T* x, in
     const unsigned char* const from = first + r * kRowBytes + byte;
     if constexpr (kPiece == 16) {
       tc::cp_async_16(to, from, true);
-    } else if constexpr (kPiece == 8) {
-      tc::cp_async_8(to, from, true);
     } else {
-      tc::cp_async_4(to, from, true);
+      tc::cp_async_piece<kPiece>(to, from, true);
     }
   };
   if (aligned && valid == kRowsPerWarp) {  // every tile but the last: a fixed count a lane

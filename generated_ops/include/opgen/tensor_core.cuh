@@ -165,27 +165,17 @@ __device__ __forceinline__ void cp_async_16(uint32_t shared_dst, const void* glo
 #endif
 }
 
-// Copies 4 bytes (one float), zero-filled when !valid; for operands without 16-byte alignment.
-__device__ __forceinline__ void cp_async_4(uint32_t shared_dst, const void* global_src,
-                                           bool valid) {
+// Copies a piece of kBytes (4 or 8) bytes, zero-filled when !valid; both addresses aligned to it.
+// For operands without 16-byte alignment (cp.async.cg takes only whole 16-byte chunks).
+template <int kBytes>
+__device__ __forceinline__ void cp_async_piece(uint32_t shared_dst, const void* global_src,
+                                               bool valid) {
+  static_assert(kBytes == 4 || kBytes == 8, "cp_async_16 copies whole 16-byte chunks");
 #ifdef OPGEN_TC_UNSUPPORTED
   __trap();
 #else
-  const int src_bytes = valid ? 4 : 0;
-  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(shared_dst), "l"(global_src),
-               "r"(src_bytes));
-#endif
-}
-
-// Copies 8 bytes, zero-filled when !valid; both addresses 8-byte aligned.
-__device__ __forceinline__ void cp_async_8(uint32_t shared_dst, const void* global_src,
-                                           bool valid) {
-#ifdef OPGEN_TC_UNSUPPORTED
-  __trap();
-#else
-  const int src_bytes = valid ? 8 : 0;
-  asm volatile("cp.async.ca.shared.global [%0], [%1], 8, %2;\n" ::"r"(shared_dst), "l"(global_src),
-               "r"(src_bytes));
+  asm volatile("cp.async.ca.shared.global [%0], [%1], %2, %3;\n" ::"r"(shared_dst), "l"(global_src),
+               "n"(kBytes), "r"(valid ? kBytes : 0));
 #endif
 }
 

@@ -295,9 +295,10 @@ template <typename T>
 __host__ __device__ constexpr int backward_warps() {
   return sizeof(T) == 2 ? 12 : 8;
 }
-// With the weight gradients in the kernel (WeightGrads), 8: each warp also keeps its share of the
-// dW accumulators and two G tiles and an x tile in shared memory.
-constexpr int kFusedWarps = 8;
+// With the weight gradients in the kernel (WeightGrads), 12: each warp also keeps its share of the
+// dW accumulators, and two G tiles and an x tile in shared memory, where one saved tile a warp
+// then fits (FusedPlan; x's gradient leaves through a G tile).
+constexpr int kFusedWarps = 12;
 template <typename T, bool kWeights>
 __host__ __device__ constexpr int backward_kernel_warps() {
   return kWeights ? kFusedWarps : backward_warps<T>();
@@ -586,6 +587,9 @@ struct WeightGrads {
   static constexpr int kGElements = kRowsPerWarp * kGPitch;
   static constexpr int kXElements = kRowsPerWarp * kXPitch;
   static constexpr int kElements = 2 * kGElements + kXElements;  // a warp's: two G tiles, x
+  // x's gradient leaves through the second G tile (an OutTile there): while a warp walks the first
+  // layer, the block reads only the first (G_0) and the x tiles.
+  static constexpr bool kOutInG = kRowsPerWarp * OutTile<T, Net::width(0)>::kPitch <= kGElements;
   // Layer l (0-based: widths[l] -> widths[l + 1]) has units(l) units; unit u of the layer goes to
   // warp u % kWarps, into its accumulator slot slot_start(l) + u / kWarps (slots(l) a warp).
   __host__ __device__ static constexpr int units(int l) {
@@ -694,7 +698,9 @@ struct WeightGrads {
   template <int l, int kInPitch, class GOf, class InOf>
   __device__ __forceinline__ static void accumulate(tc::Accumulator (&acc)[kPerWarp][2], int warp,
                                                     GOf&& g_of, InOf&& in_of, int lane) {
-    if (warp >= units(l)) return;  // none of the layer's units is this warp's
+    if constexpr (units(l) < kWarps) {
+      if (warp >= units(l)) return;  // none of the layer's units is this warp's
+    }
 #pragma unroll
     for (int w = 0; w < kWarps; ++w) add_rows<l, kInPitch>(acc, warp, g_of(w), in_of(w), lane);
   }
@@ -748,17 +754,18 @@ struct BackwardPlan {
 };
 
 // The backward kernel with the weight gradients fused (WeightGrads, kFusedWarps warps), where it
-// applies: 16-bit types, everything in shared memory as BackwardPlan's with kStage, plus each
-// warp's two G tiles and x tile, and two saved tiles (else one).
+// applies: 16-bit types, everything in shared memory as BackwardPlan's with kStage (x's gradient's
+// OutTile in a G tile where it fits there), plus each warp's two G tiles and x tile, and two saved
+// tiles (else one).
 template <typename T, class Net, Activation kHidden, Activation kOut>
 struct FusedPlan {
   using Tile = SavedTile<T, Saved<Net, kHidden, kOut>::columns()>;
   using Grads = WeightGrads<T, Net, kHidden, kOut, kFusedWarps>;
+  static constexpr int kOutTileElements = Grads::kOutInG ? 0 : out_tile_elements<T, Net>();
   template <int kTileCount>
-  using Shared =
-      Layout<T, Net, kFusedWarps, Net::width(Net::kLayers),
-             kTileCount * Tile::kElements + out_tile_elements<T, Net>() + Grads::kElements,
-             BiasSums<Net>::columns()>;
+  using Shared = Layout<T, Net, kFusedWarps, Net::width(Net::kLayers),
+                        kTileCount * Tile::kElements + kOutTileElements + Grads::kElements,
+                        BiasSums<Net>::columns()>;
   static constexpr int tiles() {
     if (!Tile::kUsable || kHidden == Activation::kNone) return 0;
     if (Shared<2>::bytes(true) <= kSharedBudget) return 2;
@@ -1095,7 +1102,8 @@ __global__ void __launch_bounds__(backward_kernel_warps<T, kWeights>() * 32, 1)
   using Grads = WeightGrads<T, Net, kHidden, kOut, kWarps>;  // kWeights only
   static_assert(!kWeights || (k16 && kResident && kStage && kSavedTiles > 0),
                 "the fused weight gradients need 16-bit types, resident weights, staged tiles");
-  constexpr int kOutTileElements = kStage ? out_tile_elements<T, Net>() : 0;
+  constexpr bool kOutInG = kWeights && Grads::kOutInG;  // x's gradient's OutTile: G tile 1
+  constexpr int kOutTileElements = kStage && !kOutInG ? out_tile_elements<T, Net>() : 0;
   using L =
       Layout<T, Net, kWarps, kOutWidth,
              kSavedTiles * Tiles::kElements + kOutTileElements + (kWeights ? Grads::kElements : 0),
@@ -1114,10 +1122,11 @@ __global__ void __launch_bounds__(backward_kernel_warps<T, kWeights>() * 32, 1)
   constexpr int64_t kGAt = kSavedAt + kSavedTiles * Tiles::kElements + kOutTileElements;
   constexpr int64_t kXAt = kGAt + 2 * Grads::kGElements;
   T* buffer = warp_rows(warp);
-  T* const saved_tiles = buffer + kSavedAt;                          // kSavedTiles of them
-  T* const out_tile = saved_tiles + kSavedTiles * Tiles::kElements;  // kStage only
-  T* const g_tiles = buffer + kGAt;                                  // kWeights only
-  tc::Accumulator dw[kWeights ? Grads::kPerWarp : 1][2];             // kWeights only
+  T* const saved_tiles = buffer + kSavedAt;  // kSavedTiles of them
+  T* const g_tiles = buffer + kGAt;          // kWeights only
+  T* const out_tile =                        // kStage only
+      kOutInG ? g_tiles + Grads::kGElements : saved_tiles + kSavedTiles * Tiles::kElements;
+  tc::Accumulator dw[kWeights ? Grads::kPerWarp : 1][2];  // kWeights only
   const bool x_aligned = reinterpret_cast<uintptr_t>(p.x) % 16 == 0;
   float* const all_sums = reinterpret_cast<float*>(shared + L::sums_offset(kResident));
   float* const sums = all_sums + warp * Sums::columns();
