@@ -39,6 +39,7 @@
 #include "opgen/launch.cuh"
 #include "opgen/reduce.cuh"
 #include "opgen/row_engine.cuh"
+#include "opgen/tensor_core.cuh"
 #include "opgen/vec.cuh"
 
 namespace opgen {
@@ -382,10 +383,36 @@ __device__ __forceinline__ RowStatistics<M> row_statistics(const Raw<T, kPack> (
   }
 }
 
+// Rows a cluster's blocks have on their way to shared memory while they take one from it
+// (kForwardStages, below): the forward over clusters copies each block's slice of its next row by
+// cp.async into its own slots of shared memory (dynamic, forward_stage_bytes), so the next row's
+// loads are in flight through the row's reductions (cluster barriers) and stores; held in
+// registers, a block's loads stopped at each row's reduction.
+constexpr int kForwardStages = 1;
+
+template <typename T, int kPack, int kInputs, int kColsPerThread, int kBlockThreads>
+constexpr size_t forward_stage_bytes(int stages) {
+  return size_t(stages) * kInputs * kBlockThreads * kColsPerThread * sizeof(T);
+}
+
+// Copies pack p of this thread's slice of a row (zeros past its end) into shared `slot` by
+// cp.async; `valid` false reads nothing.
+template <typename T, int kPack>
+__device__ __forceinline__ void stage_pack(Raw<T, kPack>* slot, const T* from, bool valid) {
+  static_assert(sizeof(Raw<T, kPack>) == 16, "a staged pack is 16 bytes");
+  tc::cp_async_16(tc::shared_address(slot), from, valid);
+}
+
+// kStages 0: each row is loaded into registers where it starts. kStages > 0 (rows of one block
+// or cluster, kThreadsPerRow == the block): rows come through kStages shared-memory stages by
+// cp.async, each thread copying and reading only its own slots (no barrier guards them). With one
+// stage the next row is copied once this row's values are in registers and used (after the
+// statistics' own sums); with more, the row kStages - 1 ahead is copied as a row starts.
 template <typename T, typename W, bool kCentered, bool kResidual, int kPack, int kColsPerThread,
-          int kThreadsPerRow>
-__global__ void __launch_bounds__(block_threads_for<kThreadsPerRow>(),
-                                  kRowBlocksPerSm<T, kPack, block_threads_for<kThreadsPerRow>()>)
+          int kThreadsPerRow, int kStages = 0>
+__global__ void __launch_bounds__(
+    block_threads_for<kThreadsPerRow>(),
+    kStages > 1 ? 1 : kRowBlocksPerSm<T, kPack, block_threads_for<kThreadsPerRow>()>)
     forward_rows_kernel(ForwardArgs<T, W> a, int64_t slice_cols, int cluster_blocks) {
   using M = at::opmath_type<T>;
   constexpr int kBlockThreads = block_threads_for<kThreadsPerRow>();
@@ -401,8 +428,40 @@ __global__ void __launch_bounds__(block_threads_for<kThreadsPerRow>(),
   const int64_t slice_begin = rank * slice_cols;
   const int64_t slice_length = max(int64_t{0}, min(a.cols - slice_begin, slice_cols));
   const int64_t groups = gridDim.x / cluster_blocks;
+  static_assert(kStages == 0 || kRowsPerBlock == 1, "staged rows are a block's (cluster's)");
+  constexpr int kInputs = kResidual ? 2 : 1;
+  // Stage s's slot of pack p of input i (x, residual) for this thread.
+  extern __shared__ __align__(kVectorBytes) unsigned char staged_bytes[];
+  [[maybe_unused]] const auto slot = [&](int s, int i, int p) {
+    return reinterpret_cast<Raw<T, kPack>*>(staged_bytes) +
+           ((s * kInputs + i) * kPacks + p) * kBlockThreads + threadIdx.x;
+  };
+  // Starts copying this block's slice of `row` into stage s (nothing past the last row), as one
+  // cp.async group.
+  [[maybe_unused]] const auto stage_row = [&](int64_t row, int s) {
+    if constexpr (kStages > 0) {
+      if (row < a.rows) {
+        const int64_t offset = row * a.cols + slice_begin;
+#pragma unroll
+        for (int p = 0; p < kPacks; ++p) {
+          const int64_t col = pack_col<kPack, kThreadsPerRow>(p, lane);
+          const bool valid = col < slice_length;
+          stage_pack<T, kPack>(slot(s, 0, p), valid ? a.x + offset + col : a.x, valid);
+          if constexpr (kResidual)
+            stage_pack<T, kPack>(slot(s, 1, p), valid ? a.residual + offset + col : a.x, valid);
+        }
+      }
+      tc::cp_async_commit();
+    }
+  };
+  const int64_t first_of_block = blockIdx.x / cluster_blocks * kRowsPerBlock;
+  if constexpr (kStages > 0) {
+#pragma unroll
+    for (int s = 0; s < std::max(kStages - 1, 1); ++s) stage_row(first_of_block + s * groups, s);
+  }
+  int stage = 0;
   // The whole block (cluster) steps together, so every thread reaches the barriers.
-  for (int64_t first_row = blockIdx.x / cluster_blocks * kRowsPerBlock; first_row < a.rows;
+  for (int64_t first_row = first_of_block; first_row < a.rows;
        first_row += groups * kRowsPerBlock) {
     const bool row_valid = first_row + row_in_block < a.rows;
     const int64_t row = min(first_row + row_in_block, a.rows - 1);
@@ -410,12 +469,23 @@ __global__ void __launch_bounds__(block_threads_for<kThreadsPerRow>(),
     // Every load of the row first, then the sums: all of a thread's packs are in flight at once.
     Raw<T, kPack> v[kPacks];
     [[maybe_unused]] Raw<T, kPack> r[kResidual ? kPacks : 1];
+    if constexpr (kStages > 0) {
+      if constexpr (kStages > 1)
+        stage_row(first_row + (kStages - 1) * groups, (stage + kStages - 1) % kStages);
+      tc::cp_async_wait<kStages - 1>();  // this row's copies (this thread's own) have landed
 #pragma unroll
-    for (int p = 0; p < kPacks; ++p) {
-      const int64_t col = pack_col<kPack, kThreadsPerRow>(p, lane);
-      v[p] = load_raw<T, kPack>(a.x + offset + col, col < slice_length);
-      if constexpr (kResidual)
-        r[p] = load_raw<T, kPack>(a.residual + offset + col, col < slice_length);
+      for (int p = 0; p < kPacks; ++p) {
+        v[p] = *slot(stage, 0, p);
+        if constexpr (kResidual) r[p] = *slot(stage, 1, p);
+      }
+    } else {
+#pragma unroll
+      for (int p = 0; p < kPacks; ++p) {
+        const int64_t col = pack_col<kPack, kThreadsPerRow>(p, lane);
+        v[p] = load_raw<T, kPack>(a.x + offset + col, col < slice_length);
+        if constexpr (kResidual)
+          r[p] = load_raw<T, kPack>(a.residual + offset + col, col < slice_length);
+      }
     }
     if constexpr (kResidual) {
 #pragma unroll
@@ -432,6 +502,10 @@ __global__ void __launch_bounds__(block_threads_for<kThreadsPerRow>(),
     }
     const RowStatistics<M> statistics = row_statistics<M, kCentered, kThreadsPerRow>(
         v, lane, slice_length, a.cols, scratch, &published, cluster_blocks);
+    // One stage: every value read from it has been used by now (the statistics' sums), so the
+    // next row may overwrite it.
+    if constexpr (kStages == 1) stage_row(first_row + groups, 0);
+    if constexpr (kStages > 1) stage = (stage + 1) % kStages;
     const M mean = statistics.mean;
     const M variance = statistics.variance;
     const M rstd = M(1) / sqrt(variance + a.eps);  // sqrt, then divide: rsqrtf is 2 ulp
@@ -525,6 +599,22 @@ constexpr size_t backward_smem_bytes() {
          (kSharedWeight<kBlockThreads> ? size_t{kBlockThreads} * kColsPerThread * sizeof(W) : 0);
 }
 
+// Whether backward_rows_kernel stages its next row in shared memory (see kStaged there): blocks
+// of 512 threads on the 16-byte path, without a residual. Its x and dy slots follow the sums and
+// the weight: backward_stage_bytes.
+constexpr bool kStageBackward = true;
+
+template <typename T, bool kResidual, int kPack, int kBlockThreads>
+constexpr bool kBackwardStaged =
+    kStageBackward && !kResidual && kPack > 1 && kBlockThreads == kMaxRowThreads;
+
+template <typename T, bool kResidual, int kPack, int kBlockThreads, int kColsPerThread>
+constexpr size_t backward_stage_bytes() {
+  return kBackwardStaged<T, kResidual, kPack, kBlockThreads>
+             ? size_t{2} * kBlockThreads * kColsPerThread * sizeof(T)
+             : 0;
+}
+
 // The offset (in values) of column slot (p, j) of thread t in one sums array.
 template <typename M, int kPack, int kBlockThreads>
 __device__ __forceinline__ int sum_slot(int p, int j, int t) {
@@ -597,7 +687,14 @@ __global__ void __launch_bounds__(
   // backward kernel: bfloat16 rows of 8192 620 -> 562 us, 32768 655 -> 628 us; float32 rows of
   // 4096 and 32768 within 1%). Without a residual the same change measured 3% slower at rows of
   // 32768 and 3% faster at 65536-131072: those keep loading ahead.
-  constexpr bool kLoadAhead = !(kResidual && kBlockThreads == kMaxRowThreads);
+  //
+  // Blocks of 512 threads without a residual hold no row ahead in registers: the next row's x
+  // and dy are copied by cp.async into this thread's own slots of shared memory (after the sums
+  // and the weight, backward_stage_bytes) once this row's values are used, and read from there
+  // when it starts (kStaged). In registers the row ahead made them spill (bfloat16 LayerNorm: 28
+  // bytes a thread under the 64-register cap).
+  constexpr bool kStaged = kBackwardStaged<T, kResidual, kPack, kBlockThreads>;
+  constexpr bool kLoadAhead = !kStaged && !(kResidual && kBlockThreads == kMaxRowThreads);
   __shared__ State scratch[kBlockThreads / kWarpSize];
   __shared__ State published;
   const int lane = threadIdx.x % kThreadsPerRow;
@@ -659,18 +756,56 @@ __global__ void __launch_bounds__(
     clear_sums<M, kPack, kBlockThreads>(dweight, p);
     if constexpr (kCentered) clear_sums<M, kPack, kBlockThreads>(dbias, p);
   }
+  // kStaged: pack p of x (i 0) or dy (i 1) of this thread's next row, in shared memory.
+  [[maybe_unused]] const auto staged = [&](int i, int p) {
+    return reinterpret_cast<Raw<T, kPack>*>(
+               sums_bytes + backward_smem_bytes<M, W, kCentered, kBlockThreads, kColsPerThread>()) +
+           (i * kPacks + p) * kBlockThreads + threadIdx.x;
+  };
+  // kStaged: starts copying the row group at first_row into the stage (one cp.async group), and
+  // loads its statistics into `next`.
+  [[maybe_unused]] const auto stage_row = [&](int64_t first_row, Row& next) {
+    if constexpr (kStaged) {
+      if (first_row < a.rows) {
+        const int64_t row = min(first_row + row_in_block, a.rows - 1);
+        const int64_t offset = row * a.cols + slice_begin;
+        next.mean = kCentered ? a.mean[row] : M(0);
+        next.rstd = a.rstd[row];
+#pragma unroll
+        for (int p = 0; p < kPacks; ++p) {
+          const int64_t col = pack_col<kPack, kThreadsPerRow>(p, lane);
+          const bool valid = col < slice_length;
+          stage_pack<T, kPack>(staged(0, p), valid ? a.x + offset + col : a.x, valid);
+          stage_pack<T, kPack>(staged(1, p), valid ? a.dy + offset + col : a.dy, valid);
+        }
+      }
+      tc::cp_async_commit();
+    }
+  };
   Row next;
 #pragma unroll
   for (int p = 0; p < kPacks; ++p) {
     next.x[p] = next.dy[p] = filled<T, kPack>(T(0));
     if constexpr (kResidual) next.dsum[p] = filled<T, kPack>(T(0));
   }
-  if (group * kRowsPerBlock < a.rows) load_row(group * kRowsPerBlock, next);
+  if constexpr (kStaged) {
+    stage_row(group * kRowsPerBlock, next);
+  } else {
+    if (group * kRowsPerBlock < a.rows) load_row(group * kRowsPerBlock, next);
+  }
   for (int64_t first_row = group * kRowsPerBlock; first_row < a.rows; first_row += step) {
     const bool row_valid = first_row + row_in_block < a.rows;
     const int64_t row = min(first_row + row_in_block, a.rows - 1);
     const int64_t offset = row * a.cols + slice_begin;
-    if (!kLoadAhead && first_row != group * kRowsPerBlock) load_row(first_row, next);
+    if constexpr (kStaged) {
+      tc::cp_async_wait<0>();  // this thread's copies of the row have landed
+#pragma unroll
+      for (int p = 0; p < kPacks; ++p) {
+        next.x[p] = *staged(0, p);
+        next.dy[p] = *staged(1, p);
+      }
+    }
+    if (!kStaged && !kLoadAhead && first_row != group * kRowsPerBlock) load_row(first_row, next);
     const Row now = next;
     if (kLoadAhead && first_row + step < a.rows) load_row(first_row + step, next);
     const auto xhat_at = [&](int p, int j) {
@@ -689,6 +824,8 @@ __global__ void __launch_bounds__(
         }
       }
     }
+    // kStaged: the row's values have been used (its sums), so the next row may overwrite them.
+    if constexpr (kStaged) stage_row(first_row + step, next);
     sums = row_allreduce<kThreadsPerRow>(sums, AddGradSums(), scratch, &published, cluster_blocks);
     const M mean_g = kCentered ? sums.g * inv_cols : M(0);
     const M mean_g_xhat = sums.g_xhat * now.rstd * inv_cols;
@@ -1169,22 +1306,25 @@ void launch_forward_with(const ForwardArgs<T, W>& a, cudaStream_t stream) {
   if constexpr (kPack > 1) {
     // Up to 16 blocks' registers in a cluster on sm_90: the row is read from DRAM once.
     constexpr int kColsPerThread = kColsPerThreadMax<false, kPack, kInputs>;
-    constexpr auto kernel =
-        forward_rows_kernel<T, W, kCentered, kResidual, kPack, kColsPerThread, kMaxRowThreads>;
+    constexpr auto kernel = forward_rows_kernel<T, W, kCentered, kResidual, kPack, kColsPerThread,
+                                                kMaxRowThreads, kForwardStages>;
+    constexpr size_t kSmem =
+        forward_stage_bytes<T, kPack, kInputs, kColsPerThread, kMaxRowThreads>(kForwardStages);
+    allow_smem<kernel>();
     const int cluster =
-        cluster_for<kernel>(a.cols, kRegisterCols<T, false, kPack, kInputs>, kMaxRowThreads);
+        cluster_for<kernel>(a.cols, kRegisterCols<T, false, kPack, kInputs>, kMaxRowThreads, kSmem);
     if (cluster > 0) {
       const int64_t slice_cols = ceil_div(ceil_div(a.cols, cluster), kPack) * kPack;
       // As many clusters as the GPU holds at once, each looping over rows, rather than a cluster
       // a row: LayerNorm's forward on an H200 (2026-11-25, 512 MiB inputs) took bfloat16 rows of
       // 131072 394 -> 349 us, float32 rows of 65536 360 -> 329 us, 32768 332 -> 319 us (rows of
       // 32768 bfloat16, and add_rmsnorm's at 32768, within the runs' spread).
-      const int64_t resident = active_clusters<kernel>(cluster, kMaxRowThreads, 0);
+      const int64_t resident = active_clusters<kernel>(cluster, kMaxRowThreads, kSmem);
       const int64_t clusters =
           std::clamp<int64_t>(resident > 0 ? resident : a.rows, 1,
                               std::min<int64_t>(a.rows, std::numeric_limits<int>::max() / cluster));
-      launch_grid(kernel, Launch{clusters * cluster, cluster, slice_cols, kMaxRowThreads}, stream,
-                  a);
+      launch_grid(kernel, Launch{clusters * cluster, cluster, slice_cols, kMaxRowThreads, kSmem},
+                  stream, a);
       return;
     }
   }
@@ -1309,7 +1449,9 @@ int64_t launch_backward_with(BackwardArgs<T, W> a, cudaStream_t stream,
                                kThreadsPerRow>;
       constexpr int kBlockThreads = block_threads_for<kThreadsPerRow>();
       constexpr size_t kSmem =
-          backward_smem_bytes<M, W, kCentered, kBlockThreads, decltype(cols_per_thread)::value>();
+          backward_smem_bytes<M, W, kCentered, kBlockThreads, decltype(cols_per_thread)::value>() +
+          backward_stage_bytes<T, kResidual, kPack, kBlockThreads,
+                               decltype(cols_per_thread)::value>();
       allow_smem<kernel>();
       // As many blocks as the GPU holds at once, each looping over rows: each writes one partial
       // row of the gradients, so their number bounds the second pass's work.
@@ -1326,7 +1468,9 @@ int64_t launch_backward_with(BackwardArgs<T, W> a, cudaStream_t stream,
     constexpr int kColsPerThread = kColsPerThreadMax<true, kPack, 1>;
     constexpr auto kernel =
         backward_rows_kernel<T, W, kCentered, kResidual, kPack, kColsPerThread, kMaxRowThreads>;
-    constexpr size_t kSmem = backward_smem_bytes<M, W, kCentered, kMaxRowThreads, kColsPerThread>();
+    constexpr size_t kSmem =
+        backward_smem_bytes<M, W, kCentered, kMaxRowThreads, kColsPerThread>() +
+        backward_stage_bytes<T, kResidual, kPack, kMaxRowThreads, kColsPerThread>();
     allow_smem<kernel>();
     const int cluster =
         cluster_for<kernel>(a.cols, kRegisterCols<T, true, kPack, 1>, kMaxRowThreads, kSmem);
