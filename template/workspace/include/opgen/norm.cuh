@@ -383,31 +383,47 @@ __device__ __forceinline__ RowStatistics<M> row_statistics(const Raw<T, kPack> (
   }
 }
 
-// Rows a cluster's blocks have on their way to shared memory while they take one from it
-// (kForwardStages, below): the forward over clusters copies each block's slice of its next row by
-// cp.async into its own slots of shared memory (dynamic, forward_stage_bytes), so the next row's
-// loads are in flight through the row's reductions (cluster barriers) and stores; held in
-// registers, a block's loads stopped at each row's reduction.
+// Rows the forward over clusters (sm_90) has in shared memory at once (kStages of
+// forward_rows_kernel): each block's slice of a row comes by one bulk copy (cp.async.bulk, the
+// copy engine) a tensor into shared memory, so the next row's bytes are on their way through this
+// row's reductions and stores, with no registers and one instruction a copy. Held in registers,
+// a block's loads stopped at each row's reduction. (Copied by cp.async, 16 bytes a thread, the
+// same staging measured 26-36% slower on an H200: 2026-11-25c, docs/benchmarks/layernorm.)
 constexpr int kForwardStages = 1;
 
-template <typename T, int kPack, int kInputs, int kColsPerThread, int kBlockThreads>
+// Dynamic shared memory of a forward_rows_kernel with kStages stages.
+template <typename T, int kInputs, int kColsPerThread, int kBlockThreads>
 constexpr size_t forward_stage_bytes(int stages) {
   return size_t(stages) * kInputs * kBlockThreads * kColsPerThread * sizeof(T);
 }
 
-// Copies pack p of this thread's slice of a row (zeros past its end) into shared `slot` by
-// cp.async; `valid` false reads nothing.
+// Starts the bulk copies of one row's slice, `bytes` of each of kCount tensors (from[i] into
+// to[i] in shared memory), all completing on `full`; called by one thread. Both addresses of each
+// are 16-byte aligned and `bytes` a multiple of 16 (the 16-byte path's rows).
+template <int kCount, typename T>
+__device__ __forceinline__ void copy_row_slices(uint64_t* full, T* const (&to)[kCount],
+                                                const T* const (&from)[kCount], uint32_t bytes) {
+  tc::mbarrier_arrive_expect_tx(full, kCount * bytes);
+  if (bytes > 0) {
+#pragma unroll
+    for (int i = 0; i < kCount; ++i) tc::bulk_copy_to_shared(to[i], from[i], bytes, full);
+  }
+}
+
+// Pack `col` of a staged slice (zeros past its `length`).
 template <typename T, int kPack>
-__device__ __forceinline__ void stage_pack(Raw<T, kPack>* slot, const T* from, bool valid) {
-  static_assert(sizeof(Raw<T, kPack>) == 16, "a staged pack is 16 bytes");
-  tc::cp_async_16(tc::shared_address(slot), from, valid);
+__device__ __forceinline__ Raw<T, kPack> staged_pack(const T* stage, int64_t col, int64_t length) {
+  return col < length ? *reinterpret_cast<const Raw<T, kPack>*>(stage + col)
+                      : filled<T, kPack>(T(0));
 }
 
 // kStages 0: each row is loaded into registers where it starts. kStages > 0 (rows of one block
-// or cluster, kThreadsPerRow == the block): rows come through kStages shared-memory stages by
-// cp.async, each thread copying and reading only its own slots (no barrier guards them). With one
-// stage the next row is copied once this row's values are in registers and used (after the
-// statistics' own sums); with more, the row kStages - 1 ahead is copied as a row starts.
+// or cluster, kThreadsPerRow == the block; sm_90): rows come through kStages shared-memory
+// stages, each filled by thread 0's bulk copies of the block's slice (one mbarrier a stage) and
+// read into registers by every thread. A stage is refilled only after the block's barrier in the
+// statistics of the row it held (every thread has used its values by then): with one stage the
+// next row is copied right after that barrier; with more, the row kStages - 1 ahead is copied as
+// a row starts.
 template <typename T, typename W, bool kCentered, bool kResidual, int kPack, int kColsPerThread,
           int kThreadsPerRow, int kStages = 0>
 __global__ void __launch_bounds__(
@@ -430,39 +446,45 @@ __global__ void __launch_bounds__(
   const int64_t groups = gridDim.x / cluster_blocks;
   static_assert(kStages == 0 || kRowsPerBlock == 1, "staged rows are a block's (cluster's)");
   constexpr int kInputs = kResidual ? 2 : 1;
-  // Stage s's slot of pack p of input i (x, residual) for this thread.
+  constexpr int kStageValues = kBlockThreads * kColsPerThread;  // a stage's room for one input
+  // kStages > 0: stage s of input i (x, residual) holds the block's slice of a row, in column
+  // order; full[s] completes when its bytes have landed.
   extern __shared__ __align__(kVectorBytes) unsigned char staged_bytes[];
-  [[maybe_unused]] const auto slot = [&](int s, int i, int p) {
-    return reinterpret_cast<Raw<T, kPack>*>(staged_bytes) +
-           ((s * kInputs + i) * kPacks + p) * kBlockThreads + threadIdx.x;
+  __shared__ uint64_t full[std::max(kStages, 1)];
+  [[maybe_unused]] const auto stage_of = [&](int s, int i) {
+    return reinterpret_cast<T*>(staged_bytes) + (s * kInputs + i) * kStageValues;
   };
-  // Starts copying this block's slice of `row` into stage s (nothing past the last row), as one
-  // cp.async group.
+  // Thread 0 starts the copies of the block's slice of `row` into stage s (none past the last
+  // row: its stage is never waited for).
   [[maybe_unused]] const auto stage_row = [&](int64_t row, int s) {
     if constexpr (kStages > 0) {
-      if (row < a.rows) {
+      if (threadIdx.x == 0 && row < a.rows) {
         const int64_t offset = row * a.cols + slice_begin;
-#pragma unroll
-        for (int p = 0; p < kPacks; ++p) {
-          const int64_t col = pack_col<kPack, kThreadsPerRow>(p, lane);
-          const bool valid = col < slice_length;
-          stage_pack<T, kPack>(slot(s, 0, p), valid ? a.x + offset + col : a.x, valid);
-          if constexpr (kResidual)
-            stage_pack<T, kPack>(slot(s, 1, p), valid ? a.residual + offset + col : a.x, valid);
+        const auto bytes = static_cast<uint32_t>(slice_length * sizeof(T));
+        if constexpr (kResidual) {
+          copy_row_slices<2>(&full[s], {stage_of(s, 0), stage_of(s, 1)},
+                             {a.x + offset, a.residual + offset}, bytes);
+        } else {
+          copy_row_slices<1>(&full[s], {stage_of(s, 0)}, {a.x + offset}, bytes);
         }
       }
-      tc::cp_async_commit();
     }
   };
   const int64_t first_of_block = blockIdx.x / cluster_blocks * kRowsPerBlock;
   if constexpr (kStages > 0) {
+    if (threadIdx.x == 0) {
+#pragma unroll
+      for (int s = 0; s < kStages; ++s) tc::mbarrier_init(&full[s], 1);
+      tc::mbarrier_init_fence();
+    }
+    __syncthreads();
 #pragma unroll
     for (int s = 0; s < std::max(kStages - 1, 1); ++s) stage_row(first_of_block + s * groups, s);
   }
-  int stage = 0;
+  int64_t iteration = 0;  // rows this block has taken: row `iteration` is in stage iteration % kStages
   // The whole block (cluster) steps together, so every thread reaches the barriers.
   for (int64_t first_row = first_of_block; first_row < a.rows;
-       first_row += groups * kRowsPerBlock) {
+       first_row += groups * kRowsPerBlock, ++iteration) {
     const bool row_valid = first_row + row_in_block < a.rows;
     const int64_t row = min(first_row + row_in_block, a.rows - 1);
     const int64_t offset = row * a.cols + slice_begin;
@@ -470,13 +492,15 @@ __global__ void __launch_bounds__(
     Raw<T, kPack> v[kPacks];
     [[maybe_unused]] Raw<T, kPack> r[kResidual ? kPacks : 1];
     if constexpr (kStages > 0) {
+      const int stage = static_cast<int>(iteration % kStages);
       if constexpr (kStages > 1)
-        stage_row(first_row + (kStages - 1) * groups, (stage + kStages - 1) % kStages);
-      tc::cp_async_wait<kStages - 1>();  // this row's copies (this thread's own) have landed
+        stage_row(first_row + (kStages - 1) * groups, static_cast<int>((iteration + kStages - 1) % kStages));
+      tc::mbarrier_wait(&full[stage], static_cast<uint32_t>(iteration / kStages % 2));
 #pragma unroll
       for (int p = 0; p < kPacks; ++p) {
-        v[p] = *slot(stage, 0, p);
-        if constexpr (kResidual) r[p] = *slot(stage, 1, p);
+        const int64_t col = pack_col<kPack, kThreadsPerRow>(p, lane);
+        v[p] = staged_pack<T, kPack>(stage_of(stage, 0), col, slice_length);
+        if constexpr (kResidual) r[p] = staged_pack<T, kPack>(stage_of(stage, 1), col, slice_length);
       }
     } else {
 #pragma unroll
@@ -502,10 +526,9 @@ __global__ void __launch_bounds__(
     }
     const RowStatistics<M> statistics = row_statistics<M, kCentered, kThreadsPerRow>(
         v, lane, slice_length, a.cols, scratch, &published, cluster_blocks);
-    // One stage: every value read from it has been used by now (the statistics' sums), so the
-    // next row may overwrite it.
+    // One stage: past the block barrier in the statistics every thread has used what it read of
+    // it, so the next row may overwrite it.
     if constexpr (kStages == 1) stage_row(first_row + groups, 0);
-    if constexpr (kStages > 1) stage = (stage + 1) % kStages;
     const M mean = statistics.mean;
     const M variance = statistics.variance;
     const M rstd = M(1) / sqrt(variance + a.eps);  // sqrt, then divide: rsqrtf is 2 ulp
@@ -599,14 +622,14 @@ constexpr size_t backward_smem_bytes() {
          (kSharedWeight<kBlockThreads> ? size_t{kBlockThreads} * kColsPerThread * sizeof(W) : 0);
 }
 
-// Whether backward_rows_kernel stages its next row in shared memory (see kStaged there): blocks
-// of 512 threads on the 16-byte path, without a residual. Its x and dy slots follow the sums and
-// the weight: backward_stage_bytes.
-constexpr bool kStageBackward = true;
+// Whether backward_rows_kernel stages its next row in shared memory (kStaged there): blocks of
+// 512 threads (a row each) on the 16-byte path, without a residual. x's and dy's slices follow
+// the sums and the weight: backward_stage_bytes.
+constexpr bool kStagedBackward = true;
 
 template <typename T, bool kResidual, int kPack, int kBlockThreads>
 constexpr bool kBackwardStaged =
-    kStageBackward && !kResidual && kPack > 1 && kBlockThreads == kMaxRowThreads;
+    kStagedBackward && !kResidual && kPack > 1 && kBlockThreads == kMaxRowThreads;
 
 template <typename T, bool kResidual, int kPack, int kBlockThreads, int kColsPerThread>
 constexpr size_t backward_stage_bytes() {
@@ -688,13 +711,14 @@ __global__ void __launch_bounds__(
   // 4096 and 32768 within 1%). Without a residual the same change measured 3% slower at rows of
   // 32768 and 3% faster at 65536-131072: those keep loading ahead.
   //
-  // Blocks of 512 threads without a residual hold no row ahead in registers: the next row's x
-  // and dy are copied by cp.async into this thread's own slots of shared memory (after the sums
-  // and the weight, backward_stage_bytes) once this row's values are used, and read from there
-  // when it starts (kStaged). In registers the row ahead made them spill (bfloat16 LayerNorm: 28
-  // bytes a thread under the 64-register cap).
-  constexpr bool kStaged = kBackwardStaged<T, kResidual, kPack, kBlockThreads>;
+  // Blocks of 512 threads without a residual on sm_90 (kStaged) hold no row ahead in registers:
+  // thread 0 copies the next row's slices of x and dy into shared memory (bulk copies, after the
+  // sums and the weight: backward_stage_bytes) once the block has used this row's (past the
+  // barrier of its sums), and every thread reads its packs from there when the row starts. In
+  // registers the row ahead made them spill (bfloat16 LayerNorm: 28 bytes a thread).
+  constexpr bool kStaged = kStagedBackward && kBackwardStaged<T, kResidual, kPack, kBlockThreads>;
   constexpr bool kLoadAhead = !kStaged && !(kResidual && kBlockThreads == kMaxRowThreads);
+  static_assert(!kStaged || kRowsPerBlock == 1, "staged rows are a block's (cluster's)");
   __shared__ State scratch[kBlockThreads / kWarpSize];
   __shared__ State published;
   const int lane = threadIdx.x % kThreadsPerRow;
@@ -756,30 +780,26 @@ __global__ void __launch_bounds__(
     clear_sums<M, kPack, kBlockThreads>(dweight, p);
     if constexpr (kCentered) clear_sums<M, kPack, kBlockThreads>(dbias, p);
   }
-  // kStaged: pack p of x (i 0) or dy (i 1) of this thread's next row, in shared memory.
-  [[maybe_unused]] const auto staged = [&](int i, int p) {
-    return reinterpret_cast<Raw<T, kPack>*>(
+  // kStaged: the next row's slices of x (i 0) and dy (i 1), and the barrier of their copies.
+  __shared__ uint64_t full;
+  [[maybe_unused]] const auto stage_of = [&](int i) {
+    return reinterpret_cast<T*>(
                sums_bytes + backward_smem_bytes<M, W, kCentered, kBlockThreads, kColsPerThread>()) +
-           (i * kPacks + p) * kBlockThreads + threadIdx.x;
+           i * kCapacity;
   };
-  // kStaged: starts copying the row group at first_row into the stage (one cp.async group), and
-  // loads its statistics into `next`.
+  // kStaged: thread 0 starts copying the row at first_row's slices (none past the last row), and
+  // every thread loads its statistics into `next`.
   [[maybe_unused]] const auto stage_row = [&](int64_t first_row, Row& next) {
     if constexpr (kStaged) {
       if (first_row < a.rows) {
-        const int64_t row = min(first_row + row_in_block, a.rows - 1);
-        const int64_t offset = row * a.cols + slice_begin;
-        next.mean = kCentered ? a.mean[row] : M(0);
-        next.rstd = a.rstd[row];
-#pragma unroll
-        for (int p = 0; p < kPacks; ++p) {
-          const int64_t col = pack_col<kPack, kThreadsPerRow>(p, lane);
-          const bool valid = col < slice_length;
-          stage_pack<T, kPack>(staged(0, p), valid ? a.x + offset + col : a.x, valid);
-          stage_pack<T, kPack>(staged(1, p), valid ? a.dy + offset + col : a.dy, valid);
+        const int64_t offset = first_row * a.cols + slice_begin;
+        next.mean = kCentered ? a.mean[first_row] : M(0);
+        next.rstd = a.rstd[first_row];
+        if (threadIdx.x == 0) {
+          copy_row_slices<2>(&full, {stage_of(0), stage_of(1)}, {a.x + offset, a.dy + offset},
+                             static_cast<uint32_t>(slice_length * sizeof(T)));
         }
       }
-      tc::cp_async_commit();
     }
   };
   Row next;
@@ -789,20 +809,28 @@ __global__ void __launch_bounds__(
     if constexpr (kResidual) next.dsum[p] = filled<T, kPack>(T(0));
   }
   if constexpr (kStaged) {
+    if (threadIdx.x == 0) {
+      tc::mbarrier_init(&full, 1);
+      tc::mbarrier_init_fence();
+    }
+    __syncthreads();
     stage_row(group * kRowsPerBlock, next);
   } else {
     if (group * kRowsPerBlock < a.rows) load_row(group * kRowsPerBlock, next);
   }
+  uint32_t parity = 0;  // kStaged: of the copies' phase this row waits for
   for (int64_t first_row = group * kRowsPerBlock; first_row < a.rows; first_row += step) {
     const bool row_valid = first_row + row_in_block < a.rows;
     const int64_t row = min(first_row + row_in_block, a.rows - 1);
     const int64_t offset = row * a.cols + slice_begin;
     if constexpr (kStaged) {
-      tc::cp_async_wait<0>();  // this thread's copies of the row have landed
+      tc::mbarrier_wait(&full, parity);
+      parity ^= 1;
 #pragma unroll
       for (int p = 0; p < kPacks; ++p) {
-        next.x[p] = *staged(0, p);
-        next.dy[p] = *staged(1, p);
+        const int64_t col = pack_col<kPack, kThreadsPerRow>(p, lane);
+        next.x[p] = staged_pack<T, kPack>(stage_of(0), col, slice_length);
+        next.dy[p] = staged_pack<T, kPack>(stage_of(1), col, slice_length);
       }
     }
     if (!kStaged && !kLoadAhead && first_row != group * kRowsPerBlock) load_row(first_row, next);
@@ -824,9 +852,10 @@ __global__ void __launch_bounds__(
         }
       }
     }
-    // kStaged: the row's values have been used (its sums), so the next row may overwrite them.
-    if constexpr (kStaged) stage_row(first_row + step, next);
     sums = row_allreduce<kThreadsPerRow>(sums, AddGradSums(), scratch, &published, cluster_blocks);
+    // kStaged: past the block barrier in the sums every thread has used what it read of the
+    // stage, so the next row may overwrite it.
+    if constexpr (kStaged) stage_row(first_row + step, next);
     const M mean_g = kCentered ? sums.g * inv_cols : M(0);
     const M mean_g_xhat = sums.g_xhat * now.rstd * inv_cols;
     if (row_valid) {
@@ -1309,7 +1338,7 @@ void launch_forward_with(const ForwardArgs<T, W>& a, cudaStream_t stream) {
     constexpr auto kernel = forward_rows_kernel<T, W, kCentered, kResidual, kPack, kColsPerThread,
                                                 kMaxRowThreads, kForwardStages>;
     constexpr size_t kSmem =
-        forward_stage_bytes<T, kPack, kInputs, kColsPerThread, kMaxRowThreads>(kForwardStages);
+        forward_stage_bytes<T, kInputs, kColsPerThread, kMaxRowThreads>(kForwardStages);
     allow_smem<kernel>();
     const int cluster =
         cluster_for<kernel>(a.cols, kRegisterCols<T, false, kPack, kInputs>, kMaxRowThreads, kSmem);
