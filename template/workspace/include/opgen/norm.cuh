@@ -716,7 +716,8 @@ __global__ void __launch_bounds__(
   // sums and the weight: backward_stage_bytes) once the block has used this row's (past the
   // barrier of its sums), and every thread reads its packs from there when the row starts. In
   // registers the row ahead made them spill (bfloat16 LayerNorm: 28 bytes a thread).
-  constexpr bool kStaged = kStagedBackward && kBackwardStaged<T, kResidual, kPack, kBlockThreads>;
+  // Only sm_90 code has bulk copies; the host gives it the stage's shared memory (has_clusters).
+  constexpr bool kStaged = OPGEN_TC_BULK && kBackwardStaged<T, kResidual, kPack, kBlockThreads>;
   constexpr bool kLoadAhead = !kStaged && !(kResidual && kBlockThreads == kMaxRowThreads);
   static_assert(!kStaged || kRowsPerBlock == 1, "staged rows are a block's (cluster's)");
   __shared__ State scratch[kBlockThreads / kWarpSize];
@@ -1477,19 +1478,21 @@ int64_t launch_backward_with(BackwardArgs<T, W> a, cudaStream_t stream,
           backward_rows_kernel<T, W, kCentered, kResidual, kPack, decltype(cols_per_thread)::value,
                                kThreadsPerRow>;
       constexpr int kBlockThreads = block_threads_for<kThreadsPerRow>();
-      constexpr size_t kSmem =
+      // The staged blocks' x and dy slices, where the loaded code is sm_90's (see kStaged).
+      const size_t smem =
           backward_smem_bytes<M, W, kCentered, kBlockThreads, decltype(cols_per_thread)::value>() +
-          backward_stage_bytes<T, kResidual, kPack, kBlockThreads,
-                               decltype(cols_per_thread)::value>();
+          (has_clusters<kernel>() ? backward_stage_bytes<T, kResidual, kPack, kBlockThreads,
+                                                         decltype(cols_per_thread)::value>()
+                                  : 0);
       allow_smem<kernel>();
       // As many blocks as the GPU holds at once, each looping over rows: each writes one partial
       // row of the gradients, so their number bounds the second pass's work.
-      partials = resident_blocks<kernel>(kBlockThreads, kSmem,
+      partials = resident_blocks<kernel>(kBlockThreads, smem,
                                          ceil_div(a.rows, kBlockThreads / kThreadsPerRow));
       const Partials<M> made = make_partials(partials, false);
       a.partial_dweight = made.dweight;
       a.partial_dbias = made.dbias;
-      launch_grid(kernel, Launch{partials, 1, a.cols, kBlockThreads, kSmem}, stream, a);
+      launch_grid(kernel, Launch{partials, 1, a.cols, kBlockThreads, smem}, stream, a);
     });
     return partials;
   }
@@ -1497,6 +1500,7 @@ int64_t launch_backward_with(BackwardArgs<T, W> a, cudaStream_t stream,
     constexpr int kColsPerThread = kColsPerThreadMax<true, kPack, 1>;
     constexpr auto kernel =
         backward_rows_kernel<T, W, kCentered, kResidual, kPack, kColsPerThread, kMaxRowThreads>;
+    // Clusters run sm_90 code only: with the staged slices (see kStaged).
     constexpr size_t kSmem =
         backward_smem_bytes<M, W, kCentered, kMaxRowThreads, kColsPerThread>() +
         backward_stage_bytes<T, kResidual, kPack, kMaxRowThreads, kColsPerThread>();
