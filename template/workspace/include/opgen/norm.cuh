@@ -384,12 +384,17 @@ __device__ __forceinline__ RowStatistics<M> row_statistics(const Raw<T, kPack> (
 }
 
 // Rows the forward over clusters (sm_90) has in shared memory at once (kStages of
-// forward_rows_kernel): each block's slice of a row comes by one bulk copy (cp.async.bulk, the
-// copy engine) a tensor into shared memory, so the next row's bytes are on their way through this
-// row's reductions and stores, with no registers and one instruction a copy. Held in registers,
-// a block's loads stopped at each row's reduction. (Copied by cp.async, 16 bytes a thread, the
-// same staging measured 26-36% slower on an H200: 2026-11-25c, docs/benchmarks/layernorm.)
-constexpr int kForwardStages = 1;
+// forward_rows_kernel), 0 for none: with stages, each block's slice of a row comes by one bulk
+// copy (cp.async.bulk, the copy engine) a tensor into shared memory, so the next row's bytes are
+// on their way through this row's reductions and stores, with no registers and one instruction a
+// copy; held in registers (0), a block's loads stop at each row's reduction.
+// Status (2026-11-25c, docs/benchmarks/layernorm): with one stage (and kStagedBackward) every CUDA
+// test of the four norm ops passed on an H200, and memcheck and racecheck of their pieces; its
+// speed was not measured (the call ran out of time before its timing), so the default stays 0, the
+// kernels as measured. The same staging by cp.async, 16 bytes a thread, measured 26-40% slower
+// there (bfloat16 rows of 65536: forward 328 -> 445 us with one stage, 504 with two). To measure:
+// gpu_session.sh's normtimes mode, NORMTIMES_VARIANTS="kForwardStages=1".
+constexpr int kForwardStages = 0;
 
 // Dynamic shared memory of a forward_rows_kernel with kStages stages.
 template <typename T, int kInputs, int kColsPerThread, int kBlockThreads>
@@ -481,7 +486,7 @@ __global__ void __launch_bounds__(
 #pragma unroll
     for (int s = 0; s < std::max(kStages - 1, 1); ++s) stage_row(first_of_block + s * groups, s);
   }
-  int64_t iteration = 0;  // rows this block has taken: row `iteration` is in stage iteration % kStages
+  int64_t iteration = 0;  // rows this block has taken; row `iteration` is in its stage % kStages
   // The whole block (cluster) steps together, so every thread reaches the barriers.
   for (int64_t first_row = first_of_block; first_row < a.rows;
        first_row += groups * kRowsPerBlock, ++iteration) {
@@ -494,13 +499,15 @@ __global__ void __launch_bounds__(
     if constexpr (kStages > 0) {
       const int stage = static_cast<int>(iteration % kStages);
       if constexpr (kStages > 1)
-        stage_row(first_row + (kStages - 1) * groups, static_cast<int>((iteration + kStages - 1) % kStages));
+        stage_row(first_row + (kStages - 1) * groups,
+                  static_cast<int>((iteration + kStages - 1) % kStages));
       tc::mbarrier_wait(&full[stage], static_cast<uint32_t>(iteration / kStages % 2));
 #pragma unroll
       for (int p = 0; p < kPacks; ++p) {
         const int64_t col = pack_col<kPack, kThreadsPerRow>(p, lane);
         v[p] = staged_pack<T, kPack>(stage_of(stage, 0), col, slice_length);
-        if constexpr (kResidual) r[p] = staged_pack<T, kPack>(stage_of(stage, 1), col, slice_length);
+        if constexpr (kResidual)
+          r[p] = staged_pack<T, kPack>(stage_of(stage, 1), col, slice_length);
       }
     } else {
 #pragma unroll
@@ -624,8 +631,11 @@ constexpr size_t backward_smem_bytes() {
 
 // Whether backward_rows_kernel stages its next row in shared memory (kStaged there): blocks of
 // 512 threads (a row each) on the 16-byte path, without a residual. x's and dy's slices follow
-// the sums and the weight: backward_stage_bytes.
-constexpr bool kStagedBackward = true;
+// the sums and the weight: backward_stage_bytes. Off: as kForwardStages (tested on an H200, speed
+// not measured; by cp.async, 16 bytes a thread, it measured 5-18% slower: bfloat16 rows of 32768
+// 578 -> 605 us, float32 rows of 65536 821 -> 956 us, with no spills where loading ahead in
+// registers spilled 28 bytes a thread).
+constexpr bool kStagedBackward = false;
 
 template <typename T, bool kResidual, int kPack, int kBlockThreads>
 constexpr bool kBackwardStaged =
@@ -711,11 +721,11 @@ __global__ void __launch_bounds__(
   // 4096 and 32768 within 1%). Without a residual the same change measured 3% slower at rows of
   // 32768 and 3% faster at 65536-131072: those keep loading ahead.
   //
-  // Blocks of 512 threads without a residual on sm_90 (kStaged) hold no row ahead in registers:
-  // thread 0 copies the next row's slices of x and dy into shared memory (bulk copies, after the
-  // sums and the weight: backward_stage_bytes) once the block has used this row's (past the
-  // barrier of its sums), and every thread reads its packs from there when the row starts. In
-  // registers the row ahead made them spill (bfloat16 LayerNorm: 28 bytes a thread).
+  // With kStagedBackward, blocks of 512 threads without a residual on sm_90 (kStaged) hold no row
+  // ahead in registers: thread 0 copies the next row's slices of x and dy into shared memory (bulk
+  // copies, after the sums and the weight: backward_stage_bytes) once the block has used this
+  // row's (past the barrier of its sums), and every thread reads its packs from there when the row
+  // starts. In registers the row ahead made them spill (bfloat16 LayerNorm: 28 bytes a thread).
   // Only sm_90 code has bulk copies; the host gives it the stage's shared memory (has_clusters).
   constexpr bool kStaged = OPGEN_TC_BULK && kBackwardStaged<T, kResidual, kPack, kBlockThreads>;
   constexpr bool kLoadAhead = !kStaged && !(kResidual && kBlockThreads == kMaxRowThreads);
@@ -1481,9 +1491,10 @@ int64_t launch_backward_with(BackwardArgs<T, W> a, cudaStream_t stream,
       // The staged blocks' x and dy slices, where the loaded code is sm_90's (see kStaged).
       const size_t smem =
           backward_smem_bytes<M, W, kCentered, kBlockThreads, decltype(cols_per_thread)::value>() +
-          (has_clusters<kernel>() ? backward_stage_bytes<T, kResidual, kPack, kBlockThreads,
-                                                         decltype(cols_per_thread)::value>()
-                                  : 0);
+          (kBackwardStaged<T, kResidual, kPack, kBlockThreads> && has_clusters<kernel>()
+               ? backward_stage_bytes<T, kResidual, kPack, kBlockThreads,
+                                      decltype(cols_per_thread)::value>()
+               : 0);
       allow_smem<kernel>();
       // As many blocks as the GPU holds at once, each looping over rows: each writes one partial
       // row of the gradients, so their number bounds the second pass's work.

@@ -813,7 +813,7 @@ __device__ __forceinline__ void tma_load_3d(void* shared_dst, const CUtensorMap*
 }
 
 // One contiguous run of `bytes` (a multiple of 16; both addresses 16-byte aligned) from global
-// into shared memory by the bulk copy engine, completing on `barrier` (which must expect the bytes).
+// into shared memory by the bulk copy engine, completing on `barrier`, which must expect them.
 __device__ __forceinline__ void bulk_copy_to_shared(void* shared_dst, const void* global_src,
                                                     uint32_t bytes, uint64_t* barrier) {
 #if OPGEN_TC_BULK
