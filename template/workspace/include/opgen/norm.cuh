@@ -391,9 +391,10 @@ __device__ __forceinline__ RowStatistics<M> row_statistics(const Raw<T, kPack> (
 // Status (2026-11-25c, docs/benchmarks/layernorm): with one stage (and kStagedBackward) every CUDA
 // test of the four norm ops passed on an H200, and memcheck and racecheck of their pieces; its
 // speed was not measured (the call ran out of time before its timing), so the default stays 0, the
-// kernels as measured. The same staging by cp.async, 16 bytes a thread, measured 26-40% slower
-// there (bfloat16 rows of 65536: forward 328 -> 445 us with one stage, 504 with two). To measure:
-// gpu_session.sh's normtimes mode, NORMTIMES_VARIANTS="kForwardStages=1".
+// kernels as measured. The same staging by cp.async, 16 bytes a thread, measured 30-42% slower
+// there at rows of 32768-131072 (bfloat16 rows of 65536: 328 -> 445 us with one stage, 504 with
+// two) and 2% at float32 rows of 262144. To measure: gpu_session.sh's normtimes mode,
+// NORMTIMES_VARIANTS="kForwardStages=1".
 constexpr int kForwardStages = 0;
 
 // Dynamic shared memory of a forward_rows_kernel with kStages stages.
@@ -632,7 +633,7 @@ constexpr size_t backward_smem_bytes() {
 // Whether backward_rows_kernel stages its next row in shared memory (kStaged there): blocks of
 // 512 threads (a row each) on the 16-byte path, without a residual. x's and dy's slices follow
 // the sums and the weight: backward_stage_bytes. Off: as kForwardStages (tested on an H200, speed
-// not measured; by cp.async, 16 bytes a thread, it measured 5-18% slower: bfloat16 rows of 32768
+// not measured; by cp.async, 16 bytes a thread, it measured 4-18% slower: bfloat16 rows of 32768
 // 578 -> 605 us, float32 rows of 65536 821 -> 956 us, with no spills where loading ahead in
 // registers spilled 28 bytes a thread).
 constexpr bool kStagedBackward = false;
