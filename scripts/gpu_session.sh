@@ -13,6 +13,9 @@
 #   mlpquick  the mlp ops against eager at a few batches, and a training step kernel by kernel
 #             (scripts/mlp_quick_bench.py; MLPQUICK_ARGS: more options, e.g. --rows 1048576;
 #             MLPQUICK_VARIANTS: other headers to time first, see below)
+#   normtimes the norm ops' training step kernel by kernel (scripts/norm_kernel_times.py) on
+#             NORMTIMES_SHAPES (default: long rows, a dtype's name before its shapes), for each of
+#             NORMTIMES_VARIANTS first (see below), then for this tree
 # Device time is scarce, so one call does it all; logs and results land in $OUT. The workspace
 # lives in $GPU_WORK (default /tmp/opgen-gpu), so a second call on a warm machine rebuilds nothing.
 #
@@ -86,6 +89,23 @@ if has_mode mlpquick && [ -n "${MLPQUICK_VARIANTS:-}" ]; then
     variant_builds+=($!)
   done
 fi
+# NORMTIMES_VARIANTS (normtimes): norm.cuh with some of its constants changed, a variant a word,
+# its assignments separated by commas (e.g. "kForwardStages=1 kForwardStages=1,kStagedBackward=true");
+# each is built beside the main build in a copy of the workspace and timed before it.
+read -r -a norm_variants <<< "${NORMTIMES_VARIANTS:-}"
+has_mode normtimes || norm_variants=()
+for i in "${!norm_variants[@]}"; do
+  vwork="$work-norm-variant-$i"; rm -rf "$vwork"; mkdir -p "$vwork"
+  cp -r generated_ops "$vwork/" || exit 1
+  header="$vwork/generated_ops/include/opgen/norm.cuh"
+  for assignment in ${norm_variants[$i]//,/ }; do
+    name=${assignment%%=*}
+    grep -qE "^constexpr [a-z]+ $name = " "$header" || { echo "norm.cuh has no constant $name"; exit 2; }
+    sed -i -E "s/^constexpr ([a-z]+) $name = .*;/constexpr \1 $name = ${assignment#*=};/" "$header"
+  done
+  ( cd "$vwork" && opgen build -j 6 "${ops[@]}" > "$OUT/build-norm-variant-$i.log" 2>&1 ) &
+  variant_builds+=($!)
+done
 opgen build -j 16 "${ops[@]}" 2>&1 | tee -a "$OUT/build.log" | tail -15 || exit 1
 
 status=0
@@ -258,6 +278,21 @@ if has_mode mlpquick; then
   PYTHONPATH="$work${PYTHONPATH:+:$PYTHONPATH}" python3 "$repo/scripts/mlp_quick_bench.py" "$work/generated_ops" \
     "${quick_ops[@]}" ${MLPQUICK_ARGS:-} 2>&1 | tee -a "$OUT/mlpquick.log"
   [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
+fi
+if has_mode normtimes; then
+  if [ ${#variant_builds[@]} -gt 0 ]; then
+    wait "${variant_builds[@]}"
+    cat "$OUT"/build-norm-variant-*.log >> "$OUT/build.log" && rm "$OUT"/build-norm-variant-*.log
+  fi
+  read -r -a shapes <<< "${NORMTIMES_SHAPES:-bfloat16 8192x32768 4096x65536 2048x131072 1024x262144 float32 4096x32768 2048x65536 512x262144}"
+  for i in "${!norm_variants[@]}" this; do
+    if [ "$i" = this ]; then vwork=$work; echo "== this tree" | tee -a "$OUT/normtimes.log"
+    else vwork="$work-norm-variant-$i"; echo "== variant ${norm_variants[$i]}" | tee -a "$OUT/normtimes.log"; fi
+    for op in "${ops[@]}"; do
+      python3 "$repo/scripts/norm_kernel_times.py" "$vwork/generated_ops" "$op" "${shapes[@]}" 2>&1 | tee -a "$OUT/normtimes.log"
+      [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
+    done
+  done
 fi
 if has_mode bench; then
   # In the order named; BENCH_BUDGET_S (seconds since the script began) stops starting new ops,
