@@ -90,7 +90,7 @@ if has_mode mlpquick && [ -n "${MLPQUICK_VARIANTS:-}" ]; then
   done
 fi
 # NORMTIMES_VARIANTS (normtimes): norm.cuh with some of its constants changed, a variant a word,
-# its assignments separated by commas (e.g. "kForwardStages=1 kForwardStages=1,kStagedBackward=true");
+# its assignments separated by commas (e.g. "kSliceBatch=4 kLongRowThreads=256,kSliceBatch=4");
 # each is built beside the main build in a copy of the workspace and timed before it.
 read -r -a norm_variants <<< "${NORMTIMES_VARIANTS:-}"
 has_mode normtimes || norm_variants=()

@@ -39,7 +39,6 @@
 #include "opgen/launch.cuh"
 #include "opgen/reduce.cuh"
 #include "opgen/row_engine.cuh"
-#include "opgen/tensor_core.cuh"
 #include "opgen/vec.cuh"
 
 namespace opgen {
@@ -383,58 +382,10 @@ __device__ __forceinline__ RowStatistics<M> row_statistics(const Raw<T, kPack> (
   }
 }
 
-// Rows the forward over clusters (sm_90) has in shared memory at once (kStages of
-// forward_rows_kernel), 0 for none: with stages, each block's slice of a row comes by one bulk
-// copy (cp.async.bulk, the copy engine) a tensor into shared memory, so the next row's bytes are
-// on their way through this row's reductions and stores, with no registers and one instruction a
-// copy; held in registers (0), a block's loads stop at each row's reduction.
-// Status (2026-11-25c, docs/benchmarks/layernorm): with one stage (and kStagedBackward) every CUDA
-// test of the four norm ops passed on an H200, and memcheck and racecheck of their pieces; its
-// speed was not measured (the call ran out of time before its timing), so the default stays 0, the
-// kernels as measured. The same staging by cp.async, 16 bytes a thread, measured 30-42% slower
-// there at rows of 32768-131072 (bfloat16 rows of 65536: 328 -> 445 us with one stage, 504 with
-// two) and 2% at float32 rows of 262144. To measure: gpu_session.sh's normtimes mode,
-// NORMTIMES_VARIANTS="kForwardStages=1".
-constexpr int kForwardStages = 0;
-
-// Dynamic shared memory of a forward_rows_kernel with kStages stages.
-template <typename T, int kInputs, int kColsPerThread, int kBlockThreads>
-constexpr size_t forward_stage_bytes(int stages) {
-  return size_t(stages) * kInputs * kBlockThreads * kColsPerThread * sizeof(T);
-}
-
-// Starts the bulk copies of one row's slice, `bytes` of each of kCount tensors (from[i] into
-// to[i] in shared memory), all completing on `full`; called by one thread. Both addresses of each
-// are 16-byte aligned and `bytes` a multiple of 16 (the 16-byte path's rows).
-template <int kCount, typename T>
-__device__ __forceinline__ void copy_row_slices(uint64_t* full, T* const (&to)[kCount],
-                                                const T* const (&from)[kCount], uint32_t bytes) {
-  tc::mbarrier_arrive_expect_tx(full, kCount * bytes);
-  if (bytes > 0) {
-#pragma unroll
-    for (int i = 0; i < kCount; ++i) tc::bulk_copy_to_shared(to[i], from[i], bytes, full);
-  }
-}
-
-// Pack `col` of a staged slice (zeros past its `length`).
-template <typename T, int kPack>
-__device__ __forceinline__ Raw<T, kPack> staged_pack(const T* stage, int64_t col, int64_t length) {
-  return col < length ? *reinterpret_cast<const Raw<T, kPack>*>(stage + col)
-                      : filled<T, kPack>(T(0));
-}
-
-// kStages 0: each row is loaded into registers where it starts. kStages > 0 (rows of one block
-// or cluster, kThreadsPerRow == the block; sm_90): rows come through kStages shared-memory
-// stages, each filled by thread 0's bulk copies of the block's slice (one mbarrier a stage) and
-// read into registers by every thread. A stage is refilled only after the block's barrier in the
-// statistics of the row it held (every thread has used its values by then): with one stage the
-// next row is copied right after that barrier; with more, the row kStages - 1 ahead is copied as
-// a row starts.
 template <typename T, typename W, bool kCentered, bool kResidual, int kPack, int kColsPerThread,
-          int kThreadsPerRow, int kStages = 0>
-__global__ void __launch_bounds__(
-    block_threads_for<kThreadsPerRow>(),
-    kStages > 1 ? 1 : kRowBlocksPerSm<T, kPack, block_threads_for<kThreadsPerRow>()>)
+          int kThreadsPerRow>
+__global__ void __launch_bounds__(block_threads_for<kThreadsPerRow>(),
+                                  kRowBlocksPerSm<T, kPack, block_threads_for<kThreadsPerRow>()>)
     forward_rows_kernel(ForwardArgs<T, W> a, int64_t slice_cols, int cluster_blocks) {
   using M = at::opmath_type<T>;
   constexpr int kBlockThreads = block_threads_for<kThreadsPerRow>();
@@ -450,74 +401,21 @@ __global__ void __launch_bounds__(
   const int64_t slice_begin = rank * slice_cols;
   const int64_t slice_length = max(int64_t{0}, min(a.cols - slice_begin, slice_cols));
   const int64_t groups = gridDim.x / cluster_blocks;
-  static_assert(kStages == 0 || kRowsPerBlock == 1, "staged rows are a block's (cluster's)");
-  constexpr int kInputs = kResidual ? 2 : 1;
-  constexpr int kStageValues = kBlockThreads * kColsPerThread;  // a stage's room for one input
-  // kStages > 0: stage s of input i (x, residual) holds the block's slice of a row, in column
-  // order; full[s] completes when its bytes have landed.
-  extern __shared__ __align__(kVectorBytes) unsigned char staged_bytes[];
-  __shared__ uint64_t full[std::max(kStages, 1)];
-  [[maybe_unused]] const auto stage_of = [&](int s, int i) {
-    return reinterpret_cast<T*>(staged_bytes) + (s * kInputs + i) * kStageValues;
-  };
-  // Thread 0 starts the copies of the block's slice of `row` into stage s (none past the last
-  // row: its stage is never waited for).
-  [[maybe_unused]] const auto stage_row = [&](int64_t row, int s) {
-    if constexpr (kStages > 0) {
-      if (threadIdx.x == 0 && row < a.rows) {
-        const int64_t offset = row * a.cols + slice_begin;
-        const auto bytes = static_cast<uint32_t>(slice_length * sizeof(T));
-        if constexpr (kResidual) {
-          copy_row_slices<2>(&full[s], {stage_of(s, 0), stage_of(s, 1)},
-                             {a.x + offset, a.residual + offset}, bytes);
-        } else {
-          copy_row_slices<1>(&full[s], {stage_of(s, 0)}, {a.x + offset}, bytes);
-        }
-      }
-    }
-  };
-  const int64_t first_of_block = blockIdx.x / cluster_blocks * kRowsPerBlock;
-  if constexpr (kStages > 0) {
-    if (threadIdx.x == 0) {
-#pragma unroll
-      for (int s = 0; s < kStages; ++s) tc::mbarrier_init(&full[s], 1);
-      tc::mbarrier_init_fence();
-    }
-    __syncthreads();
-#pragma unroll
-    for (int s = 0; s < std::max(kStages - 1, 1); ++s) stage_row(first_of_block + s * groups, s);
-  }
-  int64_t iteration = 0;  // rows this block has taken; row `iteration` is in its stage % kStages
   // The whole block (cluster) steps together, so every thread reaches the barriers.
-  for (int64_t first_row = first_of_block; first_row < a.rows;
-       first_row += groups * kRowsPerBlock, ++iteration) {
+  for (int64_t first_row = blockIdx.x / cluster_blocks * kRowsPerBlock; first_row < a.rows;
+       first_row += groups * kRowsPerBlock) {
     const bool row_valid = first_row + row_in_block < a.rows;
     const int64_t row = min(first_row + row_in_block, a.rows - 1);
     const int64_t offset = row * a.cols + slice_begin;
     // Every load of the row first, then the sums: all of a thread's packs are in flight at once.
     Raw<T, kPack> v[kPacks];
     [[maybe_unused]] Raw<T, kPack> r[kResidual ? kPacks : 1];
-    if constexpr (kStages > 0) {
-      const int stage = static_cast<int>(iteration % kStages);
-      if constexpr (kStages > 1)
-        stage_row(first_row + (kStages - 1) * groups,
-                  static_cast<int>((iteration + kStages - 1) % kStages));
-      tc::mbarrier_wait(&full[stage], static_cast<uint32_t>(iteration / kStages % 2));
 #pragma unroll
-      for (int p = 0; p < kPacks; ++p) {
-        const int64_t col = pack_col<kPack, kThreadsPerRow>(p, lane);
-        v[p] = staged_pack<T, kPack>(stage_of(stage, 0), col, slice_length);
-        if constexpr (kResidual)
-          r[p] = staged_pack<T, kPack>(stage_of(stage, 1), col, slice_length);
-      }
-    } else {
-#pragma unroll
-      for (int p = 0; p < kPacks; ++p) {
-        const int64_t col = pack_col<kPack, kThreadsPerRow>(p, lane);
-        v[p] = load_raw<T, kPack>(a.x + offset + col, col < slice_length);
-        if constexpr (kResidual)
-          r[p] = load_raw<T, kPack>(a.residual + offset + col, col < slice_length);
-      }
+    for (int p = 0; p < kPacks; ++p) {
+      const int64_t col = pack_col<kPack, kThreadsPerRow>(p, lane);
+      v[p] = load_raw<T, kPack>(a.x + offset + col, col < slice_length);
+      if constexpr (kResidual)
+        r[p] = load_raw<T, kPack>(a.residual + offset + col, col < slice_length);
     }
     if constexpr (kResidual) {
 #pragma unroll
@@ -534,9 +432,6 @@ __global__ void __launch_bounds__(
     }
     const RowStatistics<M> statistics = row_statistics<M, kCentered, kThreadsPerRow>(
         v, lane, slice_length, a.cols, scratch, &published, cluster_blocks);
-    // One stage: past the block barrier in the statistics every thread has used what it read of
-    // it, so the next row may overwrite it.
-    if constexpr (kStages == 1) stage_row(first_row + groups, 0);
     const M mean = statistics.mean;
     const M variance = statistics.variance;
     const M rstd = M(1) / sqrt(variance + a.eps);  // sqrt, then divide: rsqrtf is 2 ulp
@@ -630,25 +525,6 @@ constexpr size_t backward_smem_bytes() {
          (kSharedWeight<kBlockThreads> ? size_t{kBlockThreads} * kColsPerThread * sizeof(W) : 0);
 }
 
-// Whether backward_rows_kernel stages its next row in shared memory (kStaged there): blocks of
-// 512 threads (a row each) on the 16-byte path, without a residual. x's and dy's slices follow
-// the sums and the weight: backward_stage_bytes. Off: as kForwardStages (tested on an H200, speed
-// not measured; by cp.async, 16 bytes a thread, it measured 4-18% slower: bfloat16 rows of 32768
-// 578 -> 605 us, float32 rows of 65536 821 -> 956 us, with no spills where loading ahead in
-// registers spilled 28 bytes a thread).
-constexpr bool kStagedBackward = false;
-
-template <typename T, bool kResidual, int kPack, int kBlockThreads>
-constexpr bool kBackwardStaged =
-    kStagedBackward && !kResidual && kPack > 1 && kBlockThreads == kMaxRowThreads;
-
-template <typename T, bool kResidual, int kPack, int kBlockThreads, int kColsPerThread>
-constexpr size_t backward_stage_bytes() {
-  return kBackwardStaged<T, kResidual, kPack, kBlockThreads>
-             ? size_t{2} * kBlockThreads * kColsPerThread * sizeof(T)
-             : 0;
-}
-
 // The offset (in values) of column slot (p, j) of thread t in one sums array.
 template <typename M, int kPack, int kBlockThreads>
 __device__ __forceinline__ int sum_slot(int p, int j, int t) {
@@ -721,16 +597,7 @@ __global__ void __launch_bounds__(
   // backward kernel: bfloat16 rows of 8192 620 -> 562 us, 32768 655 -> 628 us; float32 rows of
   // 4096 and 32768 within 1%). Without a residual the same change measured 3% slower at rows of
   // 32768 and 3% faster at 65536-131072: those keep loading ahead.
-  //
-  // With kStagedBackward, blocks of 512 threads without a residual on sm_90 (kStaged) hold no row
-  // ahead in registers: thread 0 copies the next row's slices of x and dy into shared memory (bulk
-  // copies, after the sums and the weight: backward_stage_bytes) once the block has used this
-  // row's (past the barrier of its sums), and every thread reads its packs from there when the row
-  // starts. In registers the row ahead made them spill (bfloat16 LayerNorm: 28 bytes a thread).
-  // Only sm_90 code has bulk copies; the host gives it the stage's shared memory (has_clusters).
-  constexpr bool kStaged = OPGEN_TC_BULK && kBackwardStaged<T, kResidual, kPack, kBlockThreads>;
-  constexpr bool kLoadAhead = !kStaged && !(kResidual && kBlockThreads == kMaxRowThreads);
-  static_assert(!kStaged || kRowsPerBlock == 1, "staged rows are a block's (cluster's)");
+  constexpr bool kLoadAhead = !(kResidual && kBlockThreads == kMaxRowThreads);
   __shared__ State scratch[kBlockThreads / kWarpSize];
   __shared__ State published;
   const int lane = threadIdx.x % kThreadsPerRow;
@@ -792,60 +659,18 @@ __global__ void __launch_bounds__(
     clear_sums<M, kPack, kBlockThreads>(dweight, p);
     if constexpr (kCentered) clear_sums<M, kPack, kBlockThreads>(dbias, p);
   }
-  // kStaged: the next row's slices of x (i 0) and dy (i 1), and the barrier of their copies.
-  __shared__ uint64_t full;
-  [[maybe_unused]] const auto stage_of = [&](int i) {
-    return reinterpret_cast<T*>(
-               sums_bytes + backward_smem_bytes<M, W, kCentered, kBlockThreads, kColsPerThread>()) +
-           i * kCapacity;
-  };
-  // kStaged: thread 0 starts copying the row at first_row's slices (none past the last row), and
-  // every thread loads its statistics into `next`.
-  [[maybe_unused]] const auto stage_row = [&](int64_t first_row, Row& next) {
-    if constexpr (kStaged) {
-      if (first_row < a.rows) {
-        const int64_t offset = first_row * a.cols + slice_begin;
-        next.mean = kCentered ? a.mean[first_row] : M(0);
-        next.rstd = a.rstd[first_row];
-        if (threadIdx.x == 0) {
-          copy_row_slices<2>(&full, {stage_of(0), stage_of(1)}, {a.x + offset, a.dy + offset},
-                             static_cast<uint32_t>(slice_length * sizeof(T)));
-        }
-      }
-    }
-  };
   Row next;
 #pragma unroll
   for (int p = 0; p < kPacks; ++p) {
     next.x[p] = next.dy[p] = filled<T, kPack>(T(0));
     if constexpr (kResidual) next.dsum[p] = filled<T, kPack>(T(0));
   }
-  if constexpr (kStaged) {
-    if (threadIdx.x == 0) {
-      tc::mbarrier_init(&full, 1);
-      tc::mbarrier_init_fence();
-    }
-    __syncthreads();
-    stage_row(group * kRowsPerBlock, next);
-  } else {
-    if (group * kRowsPerBlock < a.rows) load_row(group * kRowsPerBlock, next);
-  }
-  uint32_t parity = 0;  // kStaged: of the copies' phase this row waits for
+  if (group * kRowsPerBlock < a.rows) load_row(group * kRowsPerBlock, next);
   for (int64_t first_row = group * kRowsPerBlock; first_row < a.rows; first_row += step) {
     const bool row_valid = first_row + row_in_block < a.rows;
     const int64_t row = min(first_row + row_in_block, a.rows - 1);
     const int64_t offset = row * a.cols + slice_begin;
-    if constexpr (kStaged) {
-      tc::mbarrier_wait(&full, parity);
-      parity ^= 1;
-#pragma unroll
-      for (int p = 0; p < kPacks; ++p) {
-        const int64_t col = pack_col<kPack, kThreadsPerRow>(p, lane);
-        next.x[p] = staged_pack<T, kPack>(stage_of(0), col, slice_length);
-        next.dy[p] = staged_pack<T, kPack>(stage_of(1), col, slice_length);
-      }
-    }
-    if (!kStaged && !kLoadAhead && first_row != group * kRowsPerBlock) load_row(first_row, next);
+    if (!kLoadAhead && first_row != group * kRowsPerBlock) load_row(first_row, next);
     const Row now = next;
     if (kLoadAhead && first_row + step < a.rows) load_row(first_row + step, next);
     const auto xhat_at = [&](int p, int j) {
@@ -865,9 +690,6 @@ __global__ void __launch_bounds__(
       }
     }
     sums = row_allreduce<kThreadsPerRow>(sums, AddGradSums(), scratch, &published, cluster_blocks);
-    // kStaged: past the block barrier in the sums every thread has used what it read of the
-    // stage, so the next row may overwrite it.
-    if constexpr (kStaged) stage_row(first_row + step, next);
     const M mean_g = kCentered ? sums.g * inv_cols : M(0);
     const M mean_g_xhat = sums.g_xhat * now.rstd * inv_cols;
     if (row_valid) {
@@ -1347,25 +1169,22 @@ void launch_forward_with(const ForwardArgs<T, W>& a, cudaStream_t stream) {
   if constexpr (kPack > 1) {
     // Up to 16 blocks' registers in a cluster on sm_90: the row is read from DRAM once.
     constexpr int kColsPerThread = kColsPerThreadMax<false, kPack, kInputs>;
-    constexpr auto kernel = forward_rows_kernel<T, W, kCentered, kResidual, kPack, kColsPerThread,
-                                                kMaxRowThreads, kForwardStages>;
-    constexpr size_t kSmem =
-        forward_stage_bytes<T, kInputs, kColsPerThread, kMaxRowThreads>(kForwardStages);
-    allow_smem<kernel>();
+    constexpr auto kernel =
+        forward_rows_kernel<T, W, kCentered, kResidual, kPack, kColsPerThread, kMaxRowThreads>;
     const int cluster =
-        cluster_for<kernel>(a.cols, kRegisterCols<T, false, kPack, kInputs>, kMaxRowThreads, kSmem);
+        cluster_for<kernel>(a.cols, kRegisterCols<T, false, kPack, kInputs>, kMaxRowThreads);
     if (cluster > 0) {
       const int64_t slice_cols = ceil_div(ceil_div(a.cols, cluster), kPack) * kPack;
       // As many clusters as the GPU holds at once, each looping over rows, rather than a cluster
       // a row: LayerNorm's forward on an H200 (2026-11-25, 512 MiB inputs) took bfloat16 rows of
       // 131072 394 -> 349 us, float32 rows of 65536 360 -> 329 us, 32768 332 -> 319 us (rows of
       // 32768 bfloat16, and add_rmsnorm's at 32768, within the runs' spread).
-      const int64_t resident = active_clusters<kernel>(cluster, kMaxRowThreads, kSmem);
+      const int64_t resident = active_clusters<kernel>(cluster, kMaxRowThreads, 0);
       const int64_t clusters =
           std::clamp<int64_t>(resident > 0 ? resident : a.rows, 1,
                               std::min<int64_t>(a.rows, std::numeric_limits<int>::max() / cluster));
-      launch_grid(kernel, Launch{clusters * cluster, cluster, slice_cols, kMaxRowThreads, kSmem},
-                  stream, a);
+      launch_grid(kernel, Launch{clusters * cluster, cluster, slice_cols, kMaxRowThreads}, stream,
+                  a);
       return;
     }
   }
@@ -1489,22 +1308,17 @@ int64_t launch_backward_with(BackwardArgs<T, W> a, cudaStream_t stream,
           backward_rows_kernel<T, W, kCentered, kResidual, kPack, decltype(cols_per_thread)::value,
                                kThreadsPerRow>;
       constexpr int kBlockThreads = block_threads_for<kThreadsPerRow>();
-      // The staged blocks' x and dy slices, where the loaded code is sm_90's (see kStaged).
-      const size_t smem =
-          backward_smem_bytes<M, W, kCentered, kBlockThreads, decltype(cols_per_thread)::value>() +
-          (kBackwardStaged<T, kResidual, kPack, kBlockThreads> && has_clusters<kernel>()
-               ? backward_stage_bytes<T, kResidual, kPack, kBlockThreads,
-                                      decltype(cols_per_thread)::value>()
-               : 0);
+      constexpr size_t kSmem =
+          backward_smem_bytes<M, W, kCentered, kBlockThreads, decltype(cols_per_thread)::value>();
       allow_smem<kernel>();
       // As many blocks as the GPU holds at once, each looping over rows: each writes one partial
       // row of the gradients, so their number bounds the second pass's work.
-      partials = resident_blocks<kernel>(kBlockThreads, smem,
+      partials = resident_blocks<kernel>(kBlockThreads, kSmem,
                                          ceil_div(a.rows, kBlockThreads / kThreadsPerRow));
       const Partials<M> made = make_partials(partials, false);
       a.partial_dweight = made.dweight;
       a.partial_dbias = made.dbias;
-      launch_grid(kernel, Launch{partials, 1, a.cols, kBlockThreads, smem}, stream, a);
+      launch_grid(kernel, Launch{partials, 1, a.cols, kBlockThreads, kSmem}, stream, a);
     });
     return partials;
   }
@@ -1512,10 +1326,7 @@ int64_t launch_backward_with(BackwardArgs<T, W> a, cudaStream_t stream,
     constexpr int kColsPerThread = kColsPerThreadMax<true, kPack, 1>;
     constexpr auto kernel =
         backward_rows_kernel<T, W, kCentered, kResidual, kPack, kColsPerThread, kMaxRowThreads>;
-    // Clusters run sm_90 code only: with the staged slices (see kStaged).
-    constexpr size_t kSmem =
-        backward_smem_bytes<M, W, kCentered, kMaxRowThreads, kColsPerThread>() +
-        backward_stage_bytes<T, kResidual, kPack, kMaxRowThreads, kColsPerThread>();
+    constexpr size_t kSmem = backward_smem_bytes<M, W, kCentered, kMaxRowThreads, kColsPerThread>();
     allow_smem<kernel>();
     const int cluster =
         cluster_for<kernel>(a.cols, kRegisterCols<T, true, kPack, 1>, kMaxRowThreads, kSmem);

@@ -537,13 +537,6 @@ struct Mma<float> {
 #else
 #define OPGEN_TC_WGMMA 0
 #endif
-// mbarriers and the bulk copies (cp.async.bulk) are in every sm_90 or newer device pass, not only
-// sm_90a's: OPGEN_TC_BULK is 1 there.
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-#define OPGEN_TC_BULK 1
-#else
-#define OPGEN_TC_BULK 0
-#endif
 
 // The real bounds in an sm_90a pass; one thread elsewhere, so that the image a GPU loads tells the
 // host (its maxThreadsPerBlock) whether the wgmma body is in it. Only device passes see the
@@ -743,7 +736,7 @@ __device__ __forceinline__ void wgmma_m64n256k16(float (&d)[128], uint64_t desc_
 // a fresh barrier counts the phase before phase 0, of parity 1, as complete).
 // ---------------------------------------------------------------------------------------------
 __device__ __forceinline__ void mbarrier_init(uint64_t* barrier, int arrivals) {
-#if OPGEN_TC_BULK
+#if OPGEN_TC_WGMMA
   asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(shared_address(barrier)),
                "r"(arrivals));
 #endif
@@ -752,13 +745,13 @@ __device__ __forceinline__ void mbarrier_init(uint64_t* barrier, int arrivals) {
 // Makes initialized barriers visible to the copy engine (and the rest of the block, with the
 // __syncthreads() that must follow).
 __device__ __forceinline__ void mbarrier_init_fence() {
-#if OPGEN_TC_BULK
+#if OPGEN_TC_WGMMA
   asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
 #endif
 }
 
 __device__ __forceinline__ void mbarrier_arrive(uint64_t* barrier) {
-#if OPGEN_TC_BULK
+#if OPGEN_TC_WGMMA
   asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(shared_address(barrier))
                : "memory");
 #endif
@@ -766,7 +759,7 @@ __device__ __forceinline__ void mbarrier_arrive(uint64_t* barrier) {
 
 // One arrival that also expects `bytes` more to land (by TMA) before the phase completes.
 __device__ __forceinline__ void mbarrier_arrive_expect_tx(uint64_t* barrier, uint32_t bytes) {
-#if OPGEN_TC_BULK
+#if OPGEN_TC_WGMMA
   asm volatile(
       "mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(shared_address(barrier)),
       "r"(bytes)
@@ -775,7 +768,7 @@ __device__ __forceinline__ void mbarrier_arrive_expect_tx(uint64_t* barrier, uin
 }
 
 __device__ __forceinline__ void mbarrier_wait(uint64_t* barrier, uint32_t parity) {
-#if OPGEN_TC_BULK
+#if OPGEN_TC_WGMMA
   asm volatile(
       "{\n.reg .pred done;\nwait_%=:\n"
       "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
@@ -798,19 +791,6 @@ __device__ __forceinline__ void tma_load_3d(void* shared_dst, const CUtensorMap*
       "%3, %4}], [%5];\n" ::"r"(shared_address(shared_dst)),
       "l"(reinterpret_cast<uint64_t>(map)), "r"(inner), "r"(outer), "r"(batch),
       "r"(shared_address(barrier))
-      : "memory");
-#endif
-}
-
-// One contiguous run of `bytes` (a multiple of 16; both addresses 16-byte aligned) from global
-// into shared memory by the bulk copy engine, completing on `barrier`, which must expect them.
-__device__ __forceinline__ void bulk_copy_to_shared(void* shared_dst, const void* global_src,
-                                                    uint32_t bytes, uint64_t* barrier) {
-#if OPGEN_TC_BULK
-  asm volatile(
-      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::
-          "r"(shared_address(shared_dst)),
-      "l"(global_src), "r"(bytes), "r"(shared_address(barrier))
       : "memory");
 #endif
 }
