@@ -33,9 +33,10 @@
 // opgen/reduce.cuh's sum_partials). For 16-bit types, where its tiles fit (FusedPlan), it also
 // adds each block's rows into the weight gradients G_l^T a_{l-1} on tensor cores (WeightGrads),
 // one partial per block summed the same way, and no G_l leaves the chip; elsewhere it writes
-// every G_l, and the weight gradients are one weight_gemm_kernel a layer (float32 as TF32: each
-// operand read once, per-block partials summed the same way) or one cuBLAS GEMM a layer (16-bit
-// networks whose tiles do not fit). Deterministic throughout: fixed orders, no atomics.
+// every G_l and the weight gradients are one cuBLAS GEMM a layer, but for float32 (TF32) networks
+// with no output activation and an output of at most 16, whose last layer's weight gradient the
+// kernel adds up itself (last_weights_in_kernel). Deterministic throughout: fixed orders, no
+// atomics.
 #pragma once
 
 #include <c10/util/BFloat16.h>
@@ -50,7 +51,6 @@
 #include <algorithm>
 #include <cstdint>
 #include <type_traits>
-#include <utility>
 #include <vector>
 
 #include "opgen/activations.cuh"
@@ -1613,263 +1613,12 @@ void backward_fused(const Network& net, Params<T> p, const at::Tensor& x2,
   opgen::sum_partials_of(targets, count, blocks, stream);
 }
 
-// ---------------------------------------------------------------------------------------------
-// The weight gradients of float32 (TF32) networks, where the backward kernel writes G_l: one
-// kernel a layer computing dW_l = G_l^T in_l (in_0 = x, in_l = a_l), a tall and skinny product
-// (K = rows, millions; M, N = the layer's widths, at most 128) in which every byte of both
-// operands is read once. Each block takes chunks of kChunk rows (grid-stride: chunk c to block
-// c % blocks), brings them into shared memory with cp.async, kStages chunks in flight, as [k][m]
-// and [k][n] tiles whose row pitch is 8 floats past a multiple of 32 (each m16n8k8 tf32 fragment's
-// 32 scalar loads then hit 32 different banks: tf32 fragments are single 32-bit elements, so a
-// transposing load is plain shared loads, tensor_core.cuh's load_a_tf32/load_b_tf32 [k][m] forms),
-// and multiplies them on tensor cores, float accumulation. A warp owns kMW m16 tiles by every n8
-// tile of its share of the chunk's k steps; warps sharing tiles (kKSplit of them, when the
-// layer has fewer tiles than warps) are added in a fixed order through shared memory at the end,
-// and each block writes one partial dW_l, which sum_partials (opgen/reduce.cuh) adds in a fixed
-// order. Deterministic: no atomics. cuBLAS's TF32 GEMMs for these shapes (sm_80 kernels: a
-// transposed operand is not K-major, which Hopper's tf32 wgmma needs) read x twice for seed's
-// first layer and reach 2.5 to 4.5 TB/s (docs/benchmarks/mlp).
-struct WeightGemm {
-  static constexpr int kWarps = 8;
-  static constexpr int kChunk = 32;  // rows a stage: 4 k steps of 8
-  static constexpr int kStages = 4;
-  // A row pitch of at least `width` rounded to `tile`, and 8 past a multiple of 32 floats.
-  __host__ __device__ static constexpr int pitch(int width, int tile) {
-    const int w = (width + tile - 1) / tile * tile;
-    return w + ((8 - w % 32) + 32) % 32;
-  }
-};
-
-template <int kM, int kN>  // dW's shape: kM = the layer's out width, kN its in width
-struct WeightGemmShape {
-  static constexpr int kMT = (kM + 15) / 16, kNT = (kN + 7) / 8;  // m16 and n8 tiles
-  static constexpr int kGPitch = WeightGemm::pitch(kM, 16), kInPitch = WeightGemm::pitch(kN, 8);
-  static constexpr int kStageFloats = WeightGemm::kChunk * (kGPitch + kInPitch);
-  static constexpr int kMW = kMT % 2 == 0 ? 2 : 1;  // m16 tiles a warp
-  static constexpr int kWarpTiles = kMT / kMW;
-  static constexpr int kKSplit =
-      WeightGemm::kWarps / kWarpTiles > 0 ? WeightGemm::kWarps / kWarpTiles : 1;
-  static constexpr int kSumFloats = kMT * 16 * kNT * 8;  // the warps' sums at the end
-  static constexpr int64_t bytes() {
-    const int64_t stages = int64_t(WeightGemm::kStages) * kStageFloats;
-    return 4 * (stages > kSumFloats ? stages : kSumFloats);
-  }
-  static_assert(kWarpTiles <= WeightGemm::kWarps, "widths up to 128");
-};
-
-// Rows row0 .. row0 + kChunk - 1 of a (rows, kWidth) operand, `stride` floats apart, into a
-// [k][kPitch] tile (rows past `rows` zero), in pieces of `piece` bytes (16, 8 or 4: what the
-// operand's alignment, stride and width allow).
-template <int kWidth, int kPitch>
-__device__ __forceinline__ void fetch_weight_gemm_rows(float* tile, const float* src,
-                                                       int64_t stride, int64_t row0, int64_t rows,
-                                                       int piece, int tid) {
-  constexpr int kThreads = WeightGemm::kWarps * 32;
-  const uint32_t to = tc::shared_address(tile);
-  const auto copy = [&](auto bytes) {
-    constexpr int kBytes = decltype(bytes)::value, kFloats = kBytes / 4;
-    constexpr int kPieces = kWidth / kFloats;  // a row's
-    for (int i = tid; i < WeightGemm::kChunk * kPieces; i += kThreads) {
-      const int r = i / kPieces, c = (i - r * kPieces) * kFloats;
-      const bool valid = row0 + r < rows;
-      const float* from = valid ? src + (row0 + r) * stride + c : src;
-      const uint32_t at = to + (r * kPitch + c) * 4;
-      if constexpr (kBytes == 16) {
-        tc::cp_async_16(at, from, valid);
-      } else {
-        tc::cp_async_piece<kBytes>(at, from, valid);
-      }
-    }
-  };
-  if constexpr (kWidth % 4 == 0) {
-    if (piece == 16) return copy(std::integral_constant<int, 16>{});
-  }
-  if constexpr (kWidth % 2 == 0) {
-    if (piece >= 8) return copy(std::integral_constant<int, 8>{});
-  }
-  copy(std::integral_constant<int, 4>{});
-}
-
-// dW = G^T in over `rows` rows (G: (rows, kM), kM apart; in: (rows, kN), in_stride apart): each
-// block's partial (kM x kN floats, row-major) at partial + blockIdx.x * partial_stride.
-template <int kM, int kN>
-__global__ void __launch_bounds__(WeightGemm::kWarps * 32, 1)
-    weight_gemm_kernel(const float* g, const float* in, int64_t in_stride, int64_t rows,
-                       int g_piece, int in_piece, float* partial, int64_t partial_stride) {
-  using S = WeightGemmShape<kM, kN>;
-  constexpr int kChunk = WeightGemm::kChunk, kStages = WeightGemm::kStages;
-  extern __shared__ __align__(16) unsigned char shared[];
-  float* const tiles = reinterpret_cast<float*>(shared);
-  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
-  // Padding columns are never copied into: zero once (they only reach dW's discarded rows and
-  // columns, but are read).
-  for (int i = tid; i < kStages * S::kStageFloats; i += blockDim.x) tiles[i] = 0.f;
-  __syncthreads();
-  const auto g_tile = [&](int stage) {
-    return tiles + stage * S::kStageFloats;
-  };
-  const auto in_tile = [&](int stage) {
-    return g_tile(stage) + kChunk * S::kGPitch;
-  };
-  const int64_t chunks = (rows + kChunk - 1) / kChunk;
-  const auto fetch = [&](int stage, int64_t chunk) {
-    if (chunk < chunks) {
-      fetch_weight_gemm_rows<kM, S::kGPitch>(g_tile(stage), g, kM, chunk * kChunk, rows, g_piece,
-                                             tid);
-      fetch_weight_gemm_rows<kN, S::kInPitch>(in_tile(stage), in, in_stride, chunk * kChunk, rows,
-                                              in_piece, tid);
-    }
-    tc::cp_async_commit();
-  };
-  const int64_t step = gridDim.x;
-#pragma unroll
-  for (int s = 0; s < kStages - 1; ++s) fetch(s, blockIdx.x + s * step);
-
-  const int m_tile = warp % S::kWarpTiles * S::kMW;  // the warp's first m16 tile
-  const int split = warp / S::kWarpTiles;            // its share of the k steps
-  const bool active = split < S::kKSplit;
-  using GTile = PitchedTile<float, S::kGPitch>;
-  using InTile = PitchedTile<float, S::kInPitch>;
-  tc::Accumulator acc[S::kMW][S::kNT];
-  int64_t chunk = blockIdx.x;
-  for (int it = 0; chunk < chunks; ++it, chunk += step) {
-    tc::cp_async_wait<kStages - 2>();
-    __syncthreads();  // chunk's copies are visible; every warp is done with the stage refilled next
-    fetch((it + kStages - 1) % kStages, chunk + (kStages - 1) * step);
-    if (active) {
-      const float* gt = g_tile(it % kStages);
-      const float* int_ = in_tile(it % kStages);
-#pragma unroll
-      for (int k = 0; k < kChunk; k += 8) {
-        if (k / 8 % S::kKSplit != split) continue;  // another warp's k step
-        tc::FragmentA a[S::kMW];
-#pragma unroll
-        for (int i = 0; i < S::kMW; ++i) {
-          tc::load_a_tf32<GTile, true>(a[i], gt, k, (m_tile + i) * 16, lane);  // G^T: [k][m]
-        }
-#pragma unroll
-        for (int j = 0; j < S::kNT; ++j) {
-          tc::FragmentB b;
-          tc::load_b_tf32<InTile, true>(b, int_, k, j * 8, lane);  // in: [k][n]
-#pragma unroll
-          for (int i = 0; i < S::kMW; ++i) tc::mma_m16n8k8_tf32(acc[i][j], a[i], b);
-        }
-      }
-    }
-  }
-  tc::cp_async_wait<0>();
-  __syncthreads();  // the stages are free: the warps' sums go there, split by split in order
-  float* const sums = tiles;
-  constexpr int kLd = S::kNT * 8;
-  for (int s = 0; s < S::kKSplit; ++s) {
-    if (active && split == s) {
-#pragma unroll
-      for (int i = 0; i < S::kMW; ++i) {
-#pragma unroll
-        for (int j = 0; j < S::kNT; ++j) {
-#pragma unroll
-          for (int r = 0; r < 4; ++r) {
-            const tc::FragmentCoord c = tc::accumulator_coord(lane, r);
-            float& at = sums[((m_tile + i) * 16 + c.row) * kLd + j * 8 + c.col];
-            at = s == 0 ? acc[i][j].value[r] : at + acc[i][j].value[r];
-          }
-        }
-      }
-    }
-    __syncthreads();
-  }
-  float* const out = partial + int64_t(blockIdx.x) * partial_stride;
-  for (int i = tid; i < kM * kN; i += blockDim.x) {
-    const int m = i / kN;
-    out[i] = sums[m * kLd + (i - m * kN)];
-  }
-}
-
-// The widest cp.async piece (16, 8 or 4 bytes) that a (rows, width) float operand `stride`
-// floats apart allows.
-inline int weight_gemm_piece(const float* data, int64_t width, int64_t stride) {
-  const auto fits = [&](int floats) {
-    return reinterpret_cast<uintptr_t>(data) % (4 * floats) == 0 && width % floats == 0 &&
-           stride % floats == 0;
-  };
-  return fits(4) ? 16 : fits(2) ? 8 : 4;
-}
-
-// f(std::integral_constant<int, i>) for i = 0 .. kCount-1 on the host (static_for's twin).
-template <typename F, int... kI>
-void host_static_for(F&& f, std::integer_sequence<int, kI...>) {
-  (f(std::integral_constant<int, kI>{}), ...);
-}
-template <int kCount, typename F>
-void host_static_for(F&& f) {
-  host_static_for(f, std::make_integer_sequence<int, kCount>{});
-}
-
-// Whether every layer's weight_gemm_kernel fits in this device's shared memory (on sm_90 and
-// sm_80 it does: at most 139 KB, for widths of 128; else the weight gradients go to cuBLAS).
-template <class Net>
-bool weight_gemm_fits() {
-  int64_t most = 0;
-  host_static_for<Net::kLayers>([&](auto layer) {
-    constexpr int l = decltype(layer)::value;
-    most = std::max(most, WeightGemmShape<Net::width(l + 1), Net::width(l)>::bytes());
-  });
-  return most <= shared_limit();
-}
-
-// dW_l of a float32 (TF32) network for the first `layers` layers (the backward kernel may have
-// added up the last: last_weights_in_kernel) from the G_l the backward kernel wrote (g[l], (rows,
-// widths[l+1]) contiguous) and in_l (x2, or a_l's columns of `kept`): one weight_gemm_kernel a
-// layer over the same grid, then one sum_partials for all of them. rows > 0.
-template <class Net>
-void weight_gradients_tf32(const Network& net, const float* const* g, const at::Tensor& x2,
-                           const at::Tensor& kept, int64_t rows, int layers,
-                           std::vector<at::Tensor>& grads, cudaStream_t stream) {
-  constexpr int kLayers = Net::kLayers;
-  int64_t offset[kLayers + 1] = {};
-  int blocks_per_sm = 1 << 30;
-  host_static_for<kLayers>([&](auto layer) {
-    constexpr int l = decltype(layer)::value;
-    constexpr int kM = Net::width(l + 1), kN = Net::width(l);
-    using S = WeightGemmShape<kM, kN>;
-    const KernelFacts facts =
-        kernel_facts(weight_gemm_kernel<kM, kN>, WeightGemm::kWarps * 32, S::bytes());
-    blocks_per_sm = std::min(blocks_per_sm, std::max(facts.blocks_per_sm, 1));
-    offset[l + 1] = offset[l] + int64_t(kM) * kN;
-  });
-  const int64_t chunks = (rows + WeightGemm::kChunk - 1) / WeightGemm::kChunk;
-  const int64_t blocks = std::min<int64_t>(chunks, int64_t(multiprocessor_count()) * blocks_per_sm);
-  if (layers == 0) return;
-  const int64_t columns = offset[layers];  // the skipped layers are the last
-  const at::Tensor partial = at::empty({blocks * columns}, x2.options().dtype(at::kFloat));
-  float* const first = partial.mutable_data_ptr<float>();
-  const int per_layer = net.bias ? 2 : 1;
-  opgen::PartialRows<float, float> targets[kLayers];
-  host_static_for<kLayers>([&](auto layer) {
-    constexpr int l = decltype(layer)::value;
-    constexpr int kM = Net::width(l + 1), kN = Net::width(l);
-    using S = WeightGemmShape<kM, kN>;
-    if (l >= layers) return;
-    const at::Tensor input = l > 0 ? kept.narrow(1, net.output_column(l), net.widths[l]) : x2;
-    const float* in = input.const_data_ptr<float>();
-    const int64_t in_stride = input.stride(0);
-    weight_gemm_kernel<kM, kN>
-        <<<static_cast<unsigned>(blocks), WeightGemm::kWarps * 32, static_cast<size_t>(S::bytes()),
-           stream>>>(g[l], in, in_stride, rows, weight_gemm_piece(g[l], kM, kM),
-                     weight_gemm_piece(in, kN, in_stride), first + offset[l], columns);
-    C10_CUDA_KERNEL_LAUNCH_CHECK();
-    targets[l] = {grads[1 + per_layer * l].mutable_data_ptr<float>(), first + offset[l],
-                  int64_t(kM) * kN, columns};
-  });
-  opgen::sum_partials_of(targets, layers, blocks, stream);
-}
-
 // Every gradient of the fused types into `grads` (empty_gradients: x's, then each layer's weight
 // and bias). Where FusedPlan applies (16-bit types, networks whose tiles fit), backward_fused.
 // Else the backward kernel writes x's gradient and each G_l (per layer, contiguous, on 16 bytes)
 // and, with a bias, the blocks' column sums, which sum_partials adds up; the weight
-// gradients dW_l = G_l^T a_{l-1} are then weight_gradients_tf32's kernels (float32 as TF32, where
-// they fit in shared memory) or one cuBLAS GEMM a layer. `p` is make_params' with
+// gradients dW_l = G_l^T a_{l-1} are then one cuBLAS GEMM a layer, except dW_L where the kernel
+// added it up (last_weights_in_kernel: not written as G_L). `p` is make_params' with
 // grad_out and grad_x set; x2 is x as (rows, widths[0]), `kept` what the forward kept.
 template <typename T, class Net, Activation kHidden, Activation kOut>
 void backward(const Network& net, Params<T> p, const at::Tensor& x2, const at::Tensor& kept,
@@ -1941,16 +1690,7 @@ void backward(const Network& net, Params<T> p, const at::Tensor& x2, const at::T
   } else if (net.bias) {
     for (int l = 0; l < kLayers; ++l) grads[2 + per_layer * l].zero_();
   }
-  if constexpr (std::is_same_v<T, float>) {
-    // TF32: dW_l from the G_l just written, each operand read once (weight_gemm_kernel).
-    if (rows > 0 && weight_gemm_fits<Net>()) {
-      const float* g[kLayers];
-      for (int l = 0; l < kLayers; ++l) g[l] = p.grad_pre[l + 1];
-      weight_gradients_tf32<Net>(net, g, x2, kept, rows, kLayers - (last_in_kernel ? 1 : 0), grads,
-                                 stream);
-      return;
-    }
-  }
+  // The weight gradients the backward kernel did not add up: one cuBLAS GEMM each.
   for (int l = 1; l <= kLayers - (last_in_kernel ? 1 : 0); ++l) {
     const at::Tensor g =
         grad_pre.narrow(0, offset[l], rows * net.widths[l]).view({rows, net.widths[l]});
