@@ -33,8 +33,10 @@
 // opgen/reduce.cuh's sum_partials). For 16-bit types, where its tiles fit (FusedPlan), it also
 // adds each block's rows into the weight gradients G_l^T a_{l-1} on tensor cores (WeightGrads),
 // one partial per block summed the same way, and no G_l leaves the chip; elsewhere it writes
-// every G_l and the weight gradients are one cuBLAS GEMM a layer. Deterministic throughout: fixed
-// orders, no atomics.
+// every G_l and the weight gradients are one cuBLAS GEMM a layer, but for float32 (TF32) networks
+// with no output activation and an output of at most 16, whose last layer's weight gradient the
+// kernel adds up itself (last_weights_in_kernel). Deterministic throughout: fixed orders, no
+// atomics.
 #pragma once
 
 #include <c10/util/BFloat16.h>
@@ -1078,6 +1080,19 @@ __global__ void __launch_bounds__(forward_warps<T, Net>() * 32, 1)
   }
 }
 
+// Whether the backward kernel (float32 as TF32, not kWeights) adds its rows into the last layer's
+// weight gradient itself: with no output activation, G_L is the output gradient, which sits in
+// each warp's row buffer, and a_{L-1} in its saved tile; an output of at most 16 (one m16 tile,
+// G_L^T's rows) keeps the warp's share in registers (4 floats a thread an n8 tile). Each warp adds
+// its own rows (two m16n8k8 k steps of 8 rows, masked past the matrix) and, at the end, the block
+// adds its warps' in warp order into one partial per block (p.weight_partial), summed by
+// sum_partials: G_L is not written and dW_L needs no pass of its own.
+template <typename T, class Net, Activation kOut, int kSavedTiles, bool kWeights>
+__host__ __device__ constexpr bool last_weights_in_kernel() {
+  return std::is_same_v<T, float> && !kWeights && kOut == Activation::kNone && kSavedTiles > 0 &&
+         Net::width(Net::kLayers) <= 16;
+}
+
 // The input gradient, each layer's pre-activation gradient G_l (for the weight GEMMs) and, where
 // p.bias_partial is set, the block's column sums of every G_l (the bias gradients: BiasSums).
 // With kSavedTiles, each warp's rows of what the forward kept arrive in shared tiles, copied
@@ -1127,6 +1142,9 @@ __global__ void __launch_bounds__(backward_kernel_warps<T, kWeights>() * 32, 1)
   T* const out_tile =                        // kStage only
       kOutInG ? g_tiles + Grads::kGElements : saved_tiles + kSavedTiles * Tiles::kElements;
   tc::Accumulator dw[kWeights ? Grads::kPerWarp : 1][2];  // kWeights only
+  constexpr bool kLastW = last_weights_in_kernel<T, Net, kOut, kSavedTiles, kWeights>();
+  constexpr int kLastIn = Net::width(kLayers - 1), kLastNT = (kLastIn + 7) / 8;
+  tc::Accumulator last_dw[kLastW ? kLastNT : 1];  // kLastW only: this warp's rows of dW_L
   const bool x_aligned = reinterpret_cast<uintptr_t>(p.x) % 16 == 0;
   float* const all_sums = reinterpret_cast<float*>(shared + L::sums_offset(kResident));
   float* const sums = all_sums + warp * Sums::columns();
@@ -1214,7 +1232,7 @@ __global__ void __launch_bounds__(backward_kernel_warps<T, kWeights>() * 32, 1)
                                                col, v.x, v.y);
           } else if constexpr (kStage) {
             OutTile<T, kOutWidth>::write(out_tile, row, col, v.x, v.y);
-          } else if (row < valid) {
+          } else if (!kLastW && row < valid) {
             store_pair(last_pre + (row0 + row) * kOutWidth, col, kOutWidth, paired, v.x, v.y);
           }
         }
@@ -1224,6 +1242,38 @@ __global__ void __launch_bounds__(backward_kernel_warps<T, kWeights>() * 32, 1)
       if constexpr (kStage && !kWeights) {
         OutTile<T, kOutWidth>::flush(out_tile, last_pre, row0, valid,
                                      reinterpret_cast<uintptr_t>(last_pre) % 16 == 0, lane);
+      }
+      if constexpr (kLastW) {
+        // dW_L += G_L^T a_{L-1} over this warp's rows: G_L (the output gradient, dense in the
+        // buffer) as [k][m], a_{L-1} in the saved tile as [k][n]; rows past the matrix and G's
+        // columns past the output width read as zeros (the buffer's next row is not G's).
+        constexpr int kColumn = Kept::output_column(kLayers - 1);
+#pragma unroll
+        for (int k0 = 0; k0 < kRowsPerWarp; k0 += 8) {
+          tc::FragmentA a;
+#pragma unroll
+          for (int r = 0; r < 4; ++r) {
+            const tc::FragmentCoord at = tc::a_tf32_coord(lane, r);  // (m, k)
+            const int k = k0 + at.col;
+            a.reg[r] = at.row < kOutWidth && k < valid
+                           ? tc::to_tf32(static_cast<float>(buffer[k * kOutWidth + at.row]))
+                           : 0u;
+          }
+#pragma unroll
+          for (int j = 0; j < kLastNT; ++j) {
+            tc::FragmentB b;
+#pragma unroll
+            for (int r = 0; r < 2; ++r) {
+              const tc::FragmentCoord at = tc::b_tf32_coord(lane, r);  // (k, n)
+              const int k = k0 + at.row;
+              b.reg[r] = k < valid ? tc::to_tf32(static_cast<float>(
+                                         kept[k * Tiles::kPitch + kColumn + 8 * j + at.col]))
+                                   : 0u;
+            }
+            tc::mma_m16n8k8_tf32(last_dw[j], a, b);
+          }
+        }
+        __syncwarp();  // the buffer is read: the next rows may come in
       }
       if (row0 + stride < p.rows) {
         fetch_rows<T, kOutWidth>(buffer, p.grad_out, row0 + stride, rows_from(row0 + stride),
@@ -1376,6 +1426,35 @@ __global__ void __launch_bounds__(backward_kernel_warps<T, kWeights>() * 32, 1)
     static_for<0, kLayers>([&](auto layer) {
       Grads::template write_partial<decltype(layer)::value>(dw, partial, warp, lane);
     });
+  }
+
+  if constexpr (kLastW) {
+    // Each warp's share of dW_L into its own saved tile (16 x 8 kLastNT floats: within the tile,
+    // which holds a_{L-1}'s columns and more), then the block's partial, its warps' added in
+    // warp order.
+    constexpr int kLd = 8 * kLastNT;
+    static_assert(kRowsPerWarp * kLd <= Tiles::kElements, "a warp's dW_L fits in its saved tile");
+    tc::cp_async_wait<0>();
+    __syncthreads();
+    float* const mine = reinterpret_cast<float*>(saved_tiles);
+#pragma unroll
+    for (int j = 0; j < kLastNT; ++j) {
+#pragma unroll
+      for (int r = 0; r < 4; ++r) {
+        const tc::FragmentCoord c = tc::accumulator_coord(lane, r);
+        mine[c.row * kLd + 8 * j + c.col] = last_dw[j].value[r];
+      }
+    }
+    __syncthreads();
+    float* const partial = p.weight_partial + int64_t(blockIdx.x) * kOutWidth * kLastIn;
+    for (int i = threadIdx.x; i < kOutWidth * kLastIn; i += blockDim.x) {
+      const int at = i / kLastIn * kLd + i % kLastIn;
+      float total = 0.f;
+      for (int w = 0; w < kWarps; ++w) {
+        total += reinterpret_cast<const float*>(warp_rows(w) + kSavedAt)[at];
+      }
+      partial[i] = total;
+    }
   }
 
   // The block's partial column sums: its warps' added in warp order.
@@ -1538,7 +1617,8 @@ void backward_fused(const Network& net, Params<T> p, const at::Tensor& x2,
 // and bias). Where FusedPlan applies (16-bit types, networks whose tiles fit), backward_fused.
 // Else the backward kernel writes x's gradient and each G_l (per layer, contiguous, on 16 bytes)
 // and, with a bias, the blocks' column sums, which sum_partials adds up; the weight
-// gradients dW_l = G_l^T a_{l-1} are then one cuBLAS GEMM a layer. `p` is make_params' with
+// gradients dW_l = G_l^T a_{l-1} are then one cuBLAS GEMM a layer, except dW_L where the kernel
+// added it up (last_weights_in_kernel: not written as G_L). `p` is make_params' with
 // grad_out and grad_x set; x2 is x as (rows, widths[0]), `kept` what the forward kept.
 template <typename T, class Net, Activation kHidden, Activation kOut>
 void backward(const Network& net, Params<T> p, const at::Tensor& x2, const at::Tensor& kept,
@@ -1565,6 +1645,7 @@ void backward(const Network& net, Params<T> p, const at::Tensor& x2, const at::T
   const at::Tensor grad_pre = at::empty({total}, x2.options());
   for (int l = 1; l <= kLayers; ++l) p.grad_pre[l] = grad_pre.mutable_data_ptr<T>() + offset[l];
   const int per_layer = net.bias ? 2 : 1;
+  bool last_in_kernel = false;  // dW_L added up by the backward kernel (last_weights_in_kernel)
 
   if (rows > 0) {
     // The most that fits in this device's shared memory: the plan, every weight resident with
@@ -1577,28 +1658,40 @@ void backward(const Network& net, Params<T> p, const at::Tensor& x2, const at::T
     if ((Plan::kTiles > 0 || Plan::kStage) && Planned::bytes(true) <= limit) {
       kernel = backward_kernel<T, Net, kHidden, kOut, true, Plan::kTiles, Plan::kStage>;
       bytes = Planned::bytes(true);
+      last_in_kernel = last_weights_in_kernel<T, Net, kOut, Plan::kTiles, false>();
     } else if (Resident::bytes(true) <= limit) {
       kernel = backward_kernel<T, Net, kHidden, kOut, true, 0, false>;
       bytes = Resident::bytes(true);
     }
     const int64_t blocks = grid_blocks<kWarps>(kernel, rows, bytes);
+    // The blocks' partials: the bias column sums, then (last_in_kernel) dW_L's.
+    const int64_t bias_columns = net.bias ? Sums::columns() : 0;
+    const int64_t last_columns = last_in_kernel ? net.widths[kLayers] * net.widths[kLayers - 1] : 0;
     at::Tensor partial;
-    if (net.bias) {
-      partial = at::empty({blocks * Sums::columns()}, x2.options().dtype(at::kFloat));
-      p.bias_partial = partial.mutable_data_ptr<float>();
+    if (bias_columns + last_columns > 0) {
+      partial = at::empty({blocks * (bias_columns + last_columns)}, x2.options().dtype(at::kFloat));
+      float* const first = partial.mutable_data_ptr<float>();
+      if (net.bias) p.bias_partial = first;
+      if (last_in_kernel) p.weight_partial = first + blocks * bias_columns;
     }
     launch<kWarps>(kernel, p, bytes, stream, blocks);
+    opgen::PartialRows<T, float> targets[kLayers + 1];
+    int count = 0;
     if (net.bias) {
-      opgen::PartialRows<T, float> targets[kLayers];
       for (int l = 0; l < kLayers; ++l) {
-        targets[l] = bias_target<T, Net>(net, partial.const_data_ptr<float>(), l, grads);
+        targets[count++] = bias_target<T, Net>(net, partial.const_data_ptr<float>(), l, grads);
       }
-      opgen::sum_partials_of(targets, kLayers, blocks, stream);
     }
+    if (last_in_kernel) {
+      targets[count++] = {grads[1 + per_layer * (kLayers - 1)].mutable_data_ptr<T>(),
+                          p.weight_partial, last_columns, last_columns};
+    }
+    if (count > 0) opgen::sum_partials_of(targets, count, blocks, stream);
   } else if (net.bias) {
     for (int l = 0; l < kLayers; ++l) grads[2 + per_layer * l].zero_();
   }
-  for (int l = 1; l <= kLayers; ++l) {
+  // The weight gradients the backward kernel did not add up: one cuBLAS GEMM each.
+  for (int l = 1; l <= kLayers - (last_in_kernel ? 1 : 0); ++l) {
     const at::Tensor g =
         grad_pre.narrow(0, offset[l], rows * net.widths[l]).view({rows, net.widths[l]});
     const at::Tensor input =

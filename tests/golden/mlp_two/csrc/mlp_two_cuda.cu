@@ -5,8 +5,9 @@
 // and float32 as TF32 where torch.backends.cuda.matmul.allow_tf32 allows it); one kernel for the
 // input gradient and the bias gradients' per-block sums (added in a fixed order: deterministic)
 // and, for 16-bit types where the tiles fit, the weight gradients' per-block partials (also added
-// in a fixed order); else the weight gradients are one GEMM a layer. float64 and exact float32 take
-// the CPU kernel's layer-by-layer ATen path (opgen/mlp.h), on the GPU.
+// in a fixed order); else the weight gradients are one GEMM a layer (but the last layer's in TF32
+// with no output activation, which the kernel adds up too). float64 and exact float32 take the CPU
+// kernel's layer-by-layer ATen path (opgen/mlp.h), on the GPU.
 #include <ATen/Context.h>
 #include <ATen/Dispatch.h>
 #include <ATen/core/Tensor.h>
@@ -86,8 +87,8 @@ std::vector<at::Tensor> mlp_two_backward_cuda(const at::Tensor& grad_y, const at
   const cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
   // x's gradient in one kernel, the bias gradients from its per-block column sums (added in a
   // fixed order: deterministic), and dW_l = G_l^T a_{l-1} either from its per-block partials
-  // (16-bit types where the tiles fit) or by cuBLAS from the G_l it writes (opgen/mlp.cuh's
-  // backward).
+  // (16-bit types where the tiles fit; in TF32, the last layer's with no output activation) or by
+  // cuBLAS from the G_l it writes (opgen/mlp.cuh's backward).
   AT_DISPATCH_FLOATING_TYPES_AND2(
       at::kHalf, at::kBFloat16, x.scalar_type(), "mlp_two_backward_cuda", [&] {
         if constexpr (!std::is_same_v<scalar_t, double>) {
