@@ -494,9 +494,10 @@ __global__ void __launch_bounds__(block_threads_for<kThreadsPerRow>(),
 
 // Threads an SM holds in the backward, which keeps two rows' packs and the weight: 768 (at most
 // 80 registers a thread, none spilled) in blocks of up to 256 threads; blocks of 512 (rows of 8192
-// bfloat16 or 4096 float32 values, and clusters) two an SM, 64 registers (bfloat16 LayerNorm
-// spills 28 bytes a thread there, with its weight in shared memory: kSharedWeight; still more
-// loads in flight than one block of 512 an SM).
+// bfloat16 or 4096 float32 values, and clusters) two an SM, 64 registers (with the weight in
+// shared memory, kSharedWeight, and the column sums made before dx, kSumsFirst, bfloat16 LayerNorm
+// spills none there, 24 bytes with float32 parameters; still more loads in flight than one block
+// of 512 an SM).
 constexpr int kBackwardThreadsPerSm = 768;
 
 // The backward's per-column sums (dy * xhat, and dy when it centers) of a thread's columns over
@@ -569,12 +570,6 @@ __device__ __forceinline__ void add_to_sums(M* sums, int p, const M (&values)[kP
   }
 }
 
-// Whether the backward's blocks of 512 threads (64 registers a thread) add a pack's column sums
-// before its dx, a vector of slots at a time (recomputing xhat there), rather than from the dx
-// loop's values, which kept 16 more floats live a pack: bfloat16 LayerNorm spilled 28 bytes a
-// thread there, none this way (nvcc 13.0, sm_90a).
-constexpr bool kBackwardSumsFirst = true;
-
 // What the backward reads of one row group: each thread's packs of x (or the sum), dy and, with
 // a residual, the sum's gradient, and the row's statistics.
 template <typename T, typename M, bool kResidual, int kPack, int kPacks>
@@ -615,7 +610,14 @@ __global__ void __launch_bounds__(
   // 4096 and 32768 within 1%). Without a residual the same change measured 3% slower at rows of
   // 32768 and 3% faster at 65536-131072: those keep loading ahead.
   constexpr bool kLoadAhead = !(kResidual && kBlockThreads == kMaxRowThreads);
-  constexpr bool kSumsFirst = kBackwardSumsFirst && kBlockThreads == kMaxRowThreads;
+  // Blocks of 512 threads (64 registers a thread) add a pack's column sums before its dx, a
+  // vector of slots at a time (xhat computed again there), rather than from the dx loop's values,
+  // which kept 16 more floats live a pack: bfloat16 LayerNorm spilled 28 bytes a thread that way
+  // and none this way (nvcc 13.0, sm_90a). Its backward kernel on an H200 (2026-11-25c, a
+  // training step, 512 MiB inputs): rows of 8192 446 -> 425 us, 32768 573 -> 550, 65536 642 ->
+  // 602, 131072 989 -> 951; float32 (no spills either way) within 0.6%. Smaller blocks (up to 80
+  // registers, no spills, near the issue limit at short rows) keep the dx loop's values.
+  constexpr bool kSumsFirst = kBlockThreads == kMaxRowThreads;
   __shared__ State scratch[kBlockThreads / kWarpSize];
   __shared__ State published;
   const int lane = threadIdx.x % kThreadsPerRow;
