@@ -92,7 +92,9 @@ fi
 # NORMTIMES_VARIANTS (normtimes): norm.cuh with some of its constants changed, a variant a word,
 # its assignments separated by commas (e.g. "kSliceBatch=4 kLongRowThreads=256,kSliceBatch=4");
 # each is built beside the main build in a copy of the workspace and timed before it.
+# NORMTIMES_OPS: the ops timed (and built in the variants' copies); default: all named.
 read -r -a norm_variants <<< "${NORMTIMES_VARIANTS:-}"
+read -r -a norm_timed <<< "${NORMTIMES_OPS:-${ops[*]}}"
 has_mode normtimes || norm_variants=()
 for i in "${!norm_variants[@]}"; do
   vwork="$work-norm-variant-$i"; rm -rf "$vwork"; mkdir -p "$vwork"
@@ -103,7 +105,7 @@ for i in "${!norm_variants[@]}"; do
     grep -qE "^constexpr [a-z]+ $name = " "$header" || { echo "norm.cuh has no constant $name"; exit 2; }
     sed -i -E "s/^constexpr ([a-z]+) $name = .*;/constexpr \1 $name = ${assignment#*=};/" "$header"
   done
-  ( cd "$vwork" && opgen build -j 6 "${ops[@]}" > "$OUT/build-norm-variant-$i.log" 2>&1 ) &
+  ( cd "$vwork" && opgen build -j 6 "${norm_timed[@]}" > "$OUT/build-norm-variant-$i.log" 2>&1 ) &
   variant_builds+=($!)
 done
 opgen build -j 16 "${ops[@]}" 2>&1 | tee -a "$OUT/build.log" | tail -15 || exit 1
@@ -288,7 +290,7 @@ if has_mode normtimes; then
   for i in "${!norm_variants[@]}" this; do
     if [ "$i" = this ]; then vwork=$work; echo "== this tree" | tee -a "$OUT/normtimes.log"
     else vwork="$work-norm-variant-$i"; echo "== variant ${norm_variants[$i]}" | tee -a "$OUT/normtimes.log"; fi
-    for op in "${ops[@]}"; do
+    for op in "${norm_timed[@]}"; do
       python3 "$repo/scripts/norm_kernel_times.py" "$vwork/generated_ops" "$op" "${shapes[@]}" 2>&1 | tee -a "$OUT/normtimes.log"
       [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
     done

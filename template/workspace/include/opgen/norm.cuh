@@ -494,9 +494,10 @@ __global__ void __launch_bounds__(block_threads_for<kThreadsPerRow>(),
 
 // Threads an SM holds in the backward, which keeps two rows' packs and the weight: 768 (at most
 // 80 registers a thread, none spilled) in blocks of up to 256 threads; blocks of 512 (rows of 8192
-// bfloat16 or 4096 float32 values, and clusters) two an SM, 64 registers (bfloat16 LayerNorm
-// spills 28 bytes a thread there, with its weight in shared memory: kSharedWeight; still more
-// loads in flight than one block of 512 an SM).
+// bfloat16 or 4096 float32 values, and clusters) two an SM, 64 registers (with the weight in
+// shared memory, kSharedWeight, and the column sums made before dx, kSumsFirst, bfloat16 LayerNorm
+// spills none there, 24 bytes with float32 parameters; still more loads in flight than one block
+// of 512 an SM).
 constexpr int kBackwardThreadsPerSm = 768;
 
 // The backward's per-column sums (dy * xhat, and dy when it centers) of a thread's columns over
@@ -544,17 +545,28 @@ __device__ __forceinline__ void clear_sums(M* sums, int p) {
     store_pack<M, kVec>(sums + sum_slot<M, kPack, kBlockThreads>(p, q, threadIdx.x), zero);
 }
 
+// sums[slots of (p, q .. q + kVec)] += values: one vector of pack p's slots.
+template <typename M, int kPack, int kBlockThreads>
+__device__ __forceinline__ void add_vec_to_sums(M* sums, int p, int q,
+                                                const M (&values)[kSumVec<M, kPack>]) {
+  constexpr int kVec = kSumVec<M, kPack>;
+  M* at = sums + sum_slot<M, kPack, kBlockThreads>(p, q, threadIdx.x);
+  Pack<M, kVec> total = load_pack<M, kVec>(at);
+#pragma unroll
+  for (int i = 0; i < kVec; ++i) total.elem[i] += values[i];
+  store_pack<M, kVec>(at, total);
+}
+
 // sums[slot of (p, j)] += values[j] for a pack's kPack values, kVec at a time.
 template <typename M, int kPack, int kBlockThreads>
 __device__ __forceinline__ void add_to_sums(M* sums, int p, const M (&values)[kPack]) {
   constexpr int kVec = kSumVec<M, kPack>;
 #pragma unroll
   for (int q = 0; q < kPack; q += kVec) {
-    M* at = sums + sum_slot<M, kPack, kBlockThreads>(p, q, threadIdx.x);
-    Pack<M, kVec> total = load_pack<M, kVec>(at);
+    M part[kVec];
 #pragma unroll
-    for (int i = 0; i < kVec; ++i) total.elem[i] += values[q + i];
-    store_pack<M, kVec>(at, total);
+    for (int i = 0; i < kVec; ++i) part[i] = values[q + i];
+    add_vec_to_sums<M, kPack, kBlockThreads>(sums, p, q, part);
   }
 }
 
@@ -598,6 +610,14 @@ __global__ void __launch_bounds__(
   // 4096 and 32768 within 1%). Without a residual the same change measured 3% slower at rows of
   // 32768 and 3% faster at 65536-131072: those keep loading ahead.
   constexpr bool kLoadAhead = !(kResidual && kBlockThreads == kMaxRowThreads);
+  // Blocks of 512 threads (64 registers a thread) add a pack's column sums before its dx, a
+  // vector of slots at a time (xhat computed again there), rather than from the dx loop's values,
+  // which kept 16 more floats live a pack: bfloat16 LayerNorm spilled 28 bytes a thread that way
+  // and none this way (nvcc 13.0, sm_90a). Its backward kernel on an H200 (2026-11-25c, a
+  // training step, 512 MiB inputs): rows of 8192 446 -> 425 us, 32768 573 -> 550, 65536 642 ->
+  // 602, 131072 989 -> 951; float32 (no spills either way) within 0.6%. Smaller blocks (up to 80
+  // registers, no spills, near the issue limit at short rows) keep the dx loop's values.
+  constexpr bool kSumsFirst = kBlockThreads == kMaxRowThreads;
   __shared__ State scratch[kBlockThreads / kWarpSize];
   __shared__ State published;
   const int lane = threadIdx.x % kThreadsPerRow;
@@ -692,15 +712,32 @@ __global__ void __launch_bounds__(
     sums = row_allreduce<kThreadsPerRow>(sums, AddGradSums(), scratch, &published, cluster_blocks);
     const M mean_g = kCentered ? sums.g * inv_cols : M(0);
     const M mean_g_xhat = sums.g_xhat * now.rstd * inv_cols;
+    // The column sums of pack p's values, kVec at a time, each added as it is made.
+    [[maybe_unused]] const auto add_row_to_sums = [&](int p) {
+      constexpr int kVec = kSumVec<M, kPack>;
+#pragma unroll
+      for (int q = 0; q < kPack; q += kVec) {
+        M dy_xhat[kVec];
+        M dy_values[kVec];
+#pragma unroll
+        for (int i = 0; i < kVec; ++i) {
+          dy_values[i] = value_of<M>(now.dy[p], q + i);
+          dy_xhat[i] = dy_values[i] * xhat_at(p, q + i);
+        }
+        add_vec_to_sums<M, kPack, kBlockThreads>(dweight, p, q, dy_xhat);
+        if constexpr (kCentered) add_vec_to_sums<M, kPack, kBlockThreads>(dbias, p, q, dy_values);
+      }
+    };
     if (row_valid) {
 #pragma unroll
       for (int p = 0; p < kPacks; ++p) {
         const int64_t col = pack_col<kPack, kThreadsPerRow>(p, lane);
         if (col < slice_length) {
+          if constexpr (kSumsFirst) add_row_to_sums(p);
           const Raw<W, kPack> weight = weight_of(p);
           M out[kPack];
-          M dy_xhat[kPack];
-          M dy_values[kPack];
+          [[maybe_unused]] M dy_xhat[kPack];
+          [[maybe_unused]] M dy_values[kPack];
 #pragma unroll
           for (int j = 0; j < kPack; ++j) {
             const M dy = value_of<M>(now.dy[p], j);
@@ -710,12 +747,16 @@ __global__ void __launch_bounds__(
               if (has_dsum) dx += value_of<M>(now.dsum[p], j);
             }
             out[j] = dx;
-            dy_xhat[j] = dy * xhat;
-            dy_values[j] = dy;
+            if constexpr (!kSumsFirst) {
+              dy_xhat[j] = dy * xhat;
+              dy_values[j] = dy;
+            }
           }
           store_pack_global<T, kPack>(a.dx + offset + col, narrow<T>(out));
-          add_to_sums<M, kPack, kBlockThreads>(dweight, p, dy_xhat);
-          if constexpr (kCentered) add_to_sums<M, kPack, kBlockThreads>(dbias, p, dy_values);
+          if constexpr (!kSumsFirst) {
+            add_to_sums<M, kPack, kBlockThreads>(dweight, p, dy_xhat);
+            if constexpr (kCentered) add_to_sums<M, kPack, kBlockThreads>(dbias, p, dy_values);
+          }
         }
       }
     }
