@@ -263,13 +263,4 @@ void sum_partials(W* out, const Acc* partial, int64_t partials, int64_t cols, cu
   sum_partials_of(sums, 1, partials, stream);
 }
 
-// The same for two gradients of one shape and dtype (a norm's weight and bias), in one launch.
-template <typename W, typename Acc>
-void sum_partials(W* out, const Acc* partial, W* second_out, const Acc* second_partial,
-                  int64_t partials, int64_t cols, cudaStream_t stream) {
-  const PartialRows<W, Acc> sums[] = {{out, partial, cols, cols},
-                                      {second_out, second_partial, cols, cols}};
-  sum_partials_of(sums, 2, partials, stream);
-}
-
 }  // namespace opgen

@@ -14,9 +14,11 @@
 
 #include <cmath>
 #include <cstdint>
+#include <initializer_list>
 #include <optional>
 #include <tuple>
 #include <type_traits>
+#include <utility>
 
 #include "opgen/norm.cuh"
 #include "opgen/reduce.cuh"
@@ -161,19 +163,26 @@ std::tuple<at::Tensor, at::Tensor> rmsnorm_backward_cuda(const at::Tensor& grad_
           partials = opgen::norm::launch_backward<scalar_t, W, kCentered, kResidual>(args, stream,
                                                                                      make_partials);
         });
-        // The second pass: each gradient is its partial rows added in order, in its parameter's
-        // dtype.
-        const auto finish = [&](at::Tensor& out, const at::Tensor& partial) {
-          if (cols == 0) return;
+        // The second pass: each wanted gradient is its partial rows added in order, in its
+        // parameter's dtype; gradients of one dtype in one launch (reduce.cuh's sum_partials_of).
+        if (cols == 0) return;
+        // A gradient and its partial rows.
+        using Wanted = std::pair<at::Tensor*, const at::Tensor*>;
+        const auto finish = [&](std::initializer_list<Wanted> wanted) {
           AT_DISPATCH_FLOATING_TYPES_AND2(
-              at::kHalf, at::kBFloat16, out.scalar_type(), "rmsnorm_sum_partials", [&] {
-                opgen::sum_partials(out.mutable_data_ptr<scalar_t>(),
-                                    partial.defined() ? partial.const_data_ptr<M>() : nullptr,
-                                    partials, cols, stream);
+              at::kHalf, at::kBFloat16, wanted.begin()->first->scalar_type(),
+              "rmsnorm_sum_partials", [&] {
+                opgen::PartialRows<scalar_t, M> targets[2];
+                int count = 0;
+                for (const auto& [out, partial] : wanted) {
+                  targets[count++] = {out->mutable_data_ptr<scalar_t>(),
+                                      partial->defined() ? partial->const_data_ptr<M>() : nullptr,
+                                      cols, cols};
+                }
+                opgen::sum_partials_of(targets, count, partials, stream);
               });
         };
-        if (want_weight) finish(grad_weight, partial_weight);
-        if (want_bias) finish(grad_weight, partial_bias);
+        if (want_weight) finish({{&grad_weight, &partial_weight}});
       });
   return gradients;
 }
