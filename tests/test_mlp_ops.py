@@ -57,7 +57,7 @@ def test_module_loads_an_nn_sequential(project: Path) -> None:
 # Deliberately broken stand-ins: a kernel edited, its reference not. The generated tests must fail.
 BROKEN = {
     # the 16-bit forward is 2% off everywhere: inside bfloat16's elementwise tolerance (6%), not in
-    # norm (FORWARD_NORM_TOLERANCE: 1%, eager's own error about 0.3%)
+    # norm (the test class's forward_norm_tolerance: 1%, eager's own error about 0.3%)
     "mlp_two": ("mlp_two_cpu.cpp", "  return {y, saved};", "  if (x.element_size() == 2) y.mul_(1.02);\n  return {y, saved};"),
     # the backward doubles the incoming gradient
     "mlp_deep": ("mlp_deep_cpu.cpp", "_op::network(), grad_y, x,", "_op::network(), grad_y.mul(2), x,"),
