@@ -134,7 +134,10 @@ def refuse_forward_mode(op: str, *tensors: torch.Tensor | Sequence[torch.Tensor]
 
     torch.library's autograd for custom ops is reverse mode only: below it the kernels run on the
     primal values, and the tangents would be dropped without a word (or read as zeros by jvp).
-    Outside a dual level, which is every call but those, this costs one attribute read.
+    Outside a dual level, which is every call but those, this costs one attribute read. It guards
+    the op's Python function, the entry point users call: a direct ``torch.ops`` call under
+    torch.func.jvp hands the kernels plain tensors (functorch unwraps the tangent first), so no
+    check in C++ could see it there.
     """
     if forward_ad._current_level < 0 or torch.compiler.is_compiling():
         return
