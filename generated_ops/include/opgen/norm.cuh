@@ -500,6 +500,11 @@ __global__ void __launch_bounds__(block_threads_for<kThreadsPerRow>(),
 // of 512 an SM).
 constexpr int kBackwardThreadsPerSm = 768;
 
+// Blocks of 512 threads over a cluster also prefetch to L2 the row after the one they load ahead
+// (after the current one where they load no row ahead), each thread the lines of its own packs,
+// so that the row loaded next comes from L2 through the cluster's barriers.
+constexpr bool kClusterPrefetch = true;
+
 // The backward's per-column sums (dy * xhat, and dy when it centers) of a thread's columns over
 // its rows live in dynamic shared memory, not registers: kSums arrays of kBlockThreads *
 // kColsPerThread values, each thread owning its slots, so no barrier guards them until the block
@@ -693,6 +698,21 @@ __global__ void __launch_bounds__(
     if (!kLoadAhead && first_row != group * kRowsPerBlock) load_row(first_row, next);
     const Row now = next;
     if (kLoadAhead && first_row + step < a.rows) load_row(first_row + step, next);
+    if constexpr (kClusterPrefetch && kRowsPerBlock == 1) {
+      const int64_t ahead = first_row + (kLoadAhead ? 2 : 1) * step;
+      if (cluster_blocks > 1 && ahead < a.rows) {
+        const int64_t at = ahead * a.cols + slice_begin;
+#pragma unroll
+        for (int p = 0; p < kPacks; ++p) {
+          const int64_t col = pack_col<kPack, kThreadsPerRow>(p, lane);
+          if (col < slice_length) {
+            prefetch_l2(a.x + at + col);
+            prefetch_l2(a.dy + at + col);
+            if (has_dsum) prefetch_l2(a.dsum + at + col);
+          }
+        }
+      }
+    }
     const auto xhat_at = [&](int p, int j) {
       return (value_of<M>(now.x[p], j) - now.mean) * now.rstd;
     };
@@ -901,8 +921,33 @@ __global__ void __launch_bounds__(kLongRowThreads, row_engine::kMinBlocksPerSm<T
 // 13-28% of copy on an H200. ----
 
 constexpr int kSliceThreads = 512;
-// Packs of each input a thread loads before it uses any.
+// Packs of each input a thread loads before it uses any: in the pass that sums the row
+// (kSliceSumsBatch, x and dy only) and in the pass that writes dx (kSliceBatch).
 constexpr int kSliceBatch = 2;
+constexpr int kSliceSumsBatch = 4;
+// How a block brings its slice of the next row it visits toward the SM while it works on the
+// current one: 0 not at all (each row's first pass waits on DRAM, and the cluster's barriers
+// leave DRAM idle between rows), 1 a prefetch to L2 of each 128-byte line from every thread,
+// 2 bulk prefetches to L2 (sm_90's copy engine), a chunk a warp.
+constexpr int kSlicePrefetch = 2;
+
+// Brings `count` values of T from `begin` (16-byte aligned, count * sizeof(T) a multiple of 16)
+// into L2, as kSlicePrefetch says; every thread of the block calls it.
+template <typename T, int kBlockThreads>
+__device__ __forceinline__ void prefetch_span(const T* begin, int64_t count) {
+  const int64_t bytes = count * static_cast<int64_t>(sizeof(T));
+  const char* const first = reinterpret_cast<const char*>(begin);
+  if constexpr (kSlicePrefetch == 1) {
+    for (int64_t i = int64_t{threadIdx.x} * 128; i < bytes; i += int64_t{kBlockThreads} * 128)
+      prefetch_l2(first + i);
+  } else if constexpr (kSlicePrefetch == 2) {
+    constexpr int kWarps = kBlockThreads / kWarpSize;
+    const int64_t chunk = (bytes + kWarps * 16 - 1) / (kWarps * 16) * 16;  // whole 16 bytes
+    const int64_t from = threadIdx.x / kWarpSize * chunk;
+    if (threadIdx.x % kWarpSize == 0 && from < bytes)
+      bulk_prefetch_l2(first + from, static_cast<uint32_t>(min(chunk, bytes - from)));
+  }
+}
 
 template <typename T, typename W, bool kCentered, bool kResidual, int kPack>
 __global__ void __launch_bounds__(kSliceThreads, 2)
@@ -935,18 +980,26 @@ __global__ void __launch_bounds__(kSliceThreads, 2)
     const int64_t offset = row * a.cols + slice_begin;
     const M mean = kCentered ? a.mean[row] : M(0);
     const M rstd = a.rstd[row];
+    // The slice of the block's next row, on its way to L2 while this one is done.
+    if (row + groups < a.rows) {
+      const int64_t ahead = offset + groups * a.cols;
+      prefetch_span<T, kSliceThreads>(a.x + ahead, slice_length);
+      prefetch_span<T, kSliceThreads>(a.dy + ahead, slice_length);
+      if (has_dsum) prefetch_span<T, kSliceThreads>(a.dsum + ahead, slice_length);
+    }
     // Pass 1: the row's two sums.
     State sums{M(0), M(0)};
-    for (int64_t first = threadIdx.x; first < slice_packs; first += kSliceThreads * kSliceBatch) {
-      Raw<T, kPack> x[kSliceBatch], dy[kSliceBatch];
+    for (int64_t first = threadIdx.x; first < slice_packs;
+         first += kSliceThreads * kSliceSumsBatch) {
+      Raw<T, kPack> x[kSliceSumsBatch], dy[kSliceSumsBatch];
 #pragma unroll
-      for (int b = 0; b < kSliceBatch; ++b) {
+      for (int b = 0; b < kSliceSumsBatch; ++b) {
         const int64_t p = first + b * kSliceThreads;
         x[b] = load_raw<T, kPack>(a.x + offset + p * kPack, p < slice_packs);
         dy[b] = load_raw<T, kPack>(a.dy + offset + p * kPack, p < slice_packs);
       }
 #pragma unroll
-      for (int b = 0; b < kSliceBatch; ++b) {
+      for (int b = 0; b < kSliceSumsBatch; ++b) {
         const int64_t p = first + b * kSliceThreads;
         if (p < slice_packs) {
           const Raw<W, kPack> w = weight_at(p);
