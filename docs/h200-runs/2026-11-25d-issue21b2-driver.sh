@@ -1,5 +1,7 @@
 #!/bin/bash
-# Issue 21's backward at long rows (branch issue-21-bwd2, 2026-11-25d), one H200 call:
+# Issue 21's backward at long rows (branch issue-21-bwd2, 2026-11-25d), one H200 call at 6c434a3
+# (kClusterPrefetch was removed afterwards: this first variant no longer builds; see
+# docs/benchmarks/layernorm for the command that times the kept change):
 # 1. LayerNorm's training step kernel by kernel (normtimes) with main's backward (variant 0: no L2
 #    prefetch, the slices kernel's row-sum pass loading 2 packs ahead, no cluster prefetch), with
 #    the slices kernel prefetching by lines from every thread (variant 1), and this tree (bulk
