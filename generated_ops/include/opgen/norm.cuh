@@ -907,8 +907,8 @@ constexpr int kSliceThreads = 512;
 constexpr int kSliceBatch = 2;
 constexpr int kSliceSumsBatch = 4;
 // How the kernel that loads ahead (kAhead) brings its slice of the next row it visits toward the
-// SM while it works on the current one: 0 not at all, 1 a prefetch to L2 of each 128-byte line
-// from every thread, 2 bulk prefetches to L2 (sm_90's copy engine), a chunk a warp. Without it
+// SM while it works on the current one: 0 not at all, 1 a prefetch to L2 every 128 bytes, from
+// every thread, 2 bulk prefetches to L2 (sm_90's copy engine), a chunk a warp. Without it
 // each row's first pass waits on DRAM, and the cluster's barriers leave DRAM idle between rows.
 // LayerNorm's slices backward on an H200 (2026-11-25d, a training step, 512 MiB inputs; the row
 // sums' pass 4 packs ahead in both): bfloat16 rows of 262144 1233 -> 1126 us with 2, 1112 with
