@@ -283,6 +283,15 @@ class NormSuite(GradientSuite, OptionalTensorsSuite, SeveralTensorsSuite):
     def test_every_kernel_path(self, device: str, dtype: torch.dtype, row_length: int) -> None:
         self.check_step(self.arguments((3, row_length), dtype, device), dtype)
 
+    @on_cuda
+    @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32], ids=str)
+    @pytest.mark.parametrize("shape", [(200, 32768), (64, 131072), (40, 262144)], ids=str)
+    def test_many_long_rows(self, device: str, dtype: torch.dtype, shape: tuple[int, int]) -> None:
+        # More rows than the GPU holds clusters at once: each cluster (and the slices backward's)
+        # loops over several rows, summing the parameters' gradients across them and bringing its
+        # next rows in ahead, which the path tests' three rows never reach.
+        self.check_step(self.arguments(shape, dtype, device), dtype)
+
     @on_devices
     @pytest.mark.parametrize("row_length", [64, 1024, 32768])
     def test_misaligned_inputs(self, device: str, row_length: int) -> None:

@@ -901,10 +901,41 @@ __global__ void __launch_bounds__(kLongRowThreads, row_engine::kMinBlocksPerSm<T
 // 13-28% of copy on an H200. ----
 
 constexpr int kSliceThreads = 512;
-// Packs of each input a thread loads before it uses any.
+// Packs of each input a thread loads before it uses any: in the pass that writes dx
+// (kSliceBatch), and in the pass that sums the row (x and dy only): kSliceBatch, or
+// kSliceSumsBatch in the kernel that loads ahead (kAhead).
 constexpr int kSliceBatch = 2;
+constexpr int kSliceSumsBatch = 4;
+// How the kernel that loads ahead (kAhead) brings its slice of the next row it visits toward the
+// SM while it works on the current one: 0 not at all, 1 a prefetch to L2 every 128 bytes, from
+// every thread, 2 bulk prefetches to L2 (sm_90's copy engine), a chunk a warp. Without it
+// each row's first pass waits on DRAM, and the cluster's barriers leave DRAM idle between rows.
+// LayerNorm's slices backward on an H200 (2026-11-25d, a training step, 512 MiB inputs; the row
+// sums' pass 4 packs ahead in both): bfloat16 rows of 262144 1233 -> 1126 us with 2, 1112 with
+// 1; float32 rows of 131072 (two blocks an SM) 791 -> 745 with 2, 736 with 1; float32 rows of
+// 262144 (one block an SM) 861 -> 896 with 2, 894 with 1, slower: those plans keep the kernel that
+// does not load ahead (see launch_backward_with).
+constexpr int kSlicePrefetch = 2;
 
-template <typename T, typename W, bool kCentered, bool kResidual, int kPack>
+// Brings `count` values of T from `begin` (16-byte aligned, count * sizeof(T) a multiple of 16)
+// into L2, as kSlicePrefetch says; every thread of the block calls it.
+template <typename T, int kBlockThreads>
+__device__ __forceinline__ void prefetch_span(const T* begin, int64_t count) {
+  const int64_t bytes = count * static_cast<int64_t>(sizeof(T));
+  const char* const first = reinterpret_cast<const char*>(begin);
+  if constexpr (kSlicePrefetch == 1) {
+    for (int64_t i = int64_t{threadIdx.x} * 128; i < bytes; i += int64_t{kBlockThreads} * 128)
+      prefetch_l2(first + i);
+  } else if constexpr (kSlicePrefetch == 2) {
+    constexpr int kWarps = kBlockThreads / kWarpSize;
+    const int64_t chunk = (bytes + kWarps * 16 - 1) / (kWarps * 16) * 16;  // whole 16 bytes
+    const int64_t from = threadIdx.x / kWarpSize * chunk;
+    if (threadIdx.x % kWarpSize == 0 && from < bytes)
+      bulk_prefetch_l2(first + from, static_cast<uint32_t>(min(chunk, bytes - from)));
+  }
+}
+
+template <typename T, typename W, bool kCentered, bool kResidual, int kPack, bool kAhead>
 __global__ void __launch_bounds__(kSliceThreads, 2)
     backward_slices_kernel(BackwardArgs<T, W> a, int64_t slice_cols, int cluster_blocks) {
   using M = at::opmath_type<T>;
@@ -935,18 +966,28 @@ __global__ void __launch_bounds__(kSliceThreads, 2)
     const int64_t offset = row * a.cols + slice_begin;
     const M mean = kCentered ? a.mean[row] : M(0);
     const M rstd = a.rstd[row];
+    // The slice of the block's next row, on its way to L2 while this one is done.
+    if constexpr (kAhead) {
+      if (row + groups < a.rows) {
+        const int64_t ahead = offset + groups * a.cols;
+        prefetch_span<T, kSliceThreads>(a.x + ahead, slice_length);
+        prefetch_span<T, kSliceThreads>(a.dy + ahead, slice_length);
+        if (has_dsum) prefetch_span<T, kSliceThreads>(a.dsum + ahead, slice_length);
+      }
+    }
     // Pass 1: the row's two sums.
+    constexpr int kSumsBatch = kAhead ? kSliceSumsBatch : kSliceBatch;
     State sums{M(0), M(0)};
-    for (int64_t first = threadIdx.x; first < slice_packs; first += kSliceThreads * kSliceBatch) {
-      Raw<T, kPack> x[kSliceBatch], dy[kSliceBatch];
+    for (int64_t first = threadIdx.x; first < slice_packs; first += kSliceThreads * kSumsBatch) {
+      Raw<T, kPack> x[kSumsBatch], dy[kSumsBatch];
 #pragma unroll
-      for (int b = 0; b < kSliceBatch; ++b) {
+      for (int b = 0; b < kSumsBatch; ++b) {
         const int64_t p = first + b * kSliceThreads;
         x[b] = load_raw<T, kPack>(a.x + offset + p * kPack, p < slice_packs);
         dy[b] = load_raw<T, kPack>(a.dy + offset + p * kPack, p < slice_packs);
       }
 #pragma unroll
-      for (int b = 0; b < kSliceBatch; ++b) {
+      for (int b = 0; b < kSumsBatch; ++b) {
         const int64_t p = first + b * kSliceThreads;
         if (p < slice_packs) {
           const Raw<W, kPack> w = weight_at(p);
@@ -1385,9 +1426,12 @@ int64_t launch_backward_with(BackwardArgs<T, W> a, cudaStream_t stream,
     }
   }
   if constexpr (kPack > 1) {
-    constexpr auto kernel = backward_slices_kernel<T, W, kCentered, kResidual, kPack>;
-    const SlicesPlan plan = plan_backward_slices<kernel, M, kCentered, kPack>(a.cols);
-    if (plan.clusters > 0) {
+    // The slices kernel; 0 where no plan fits.
+    const auto launch_slices = [&](auto ahead) -> int64_t {
+      constexpr auto kernel =
+          backward_slices_kernel<T, W, kCentered, kResidual, kPack, decltype(ahead)::value>;
+      const SlicesPlan plan = plan_backward_slices<kernel, M, kCentered, kPack>(a.cols);
+      if (plan.clusters == 0) return 0;
       const int64_t partials = std::min<int64_t>(plan.clusters, a.rows);
       const Partials<M> made = make_partials(partials, false);
       a.partial_dweight = made.dweight;
@@ -1397,7 +1441,17 @@ int64_t launch_backward_with(BackwardArgs<T, W> a, cudaStream_t stream,
                          kSliceThreads, plan.smem_bytes},
                   stream, a);
       return partials;
-    }
+    };
+    // The kernel that loads ahead (kSlicePrefetch), but for float32 where the sums of a block
+    // stay past the planner's two-blocks target (rows of 262144: one block an SM), where it
+    // measured slower than the one that does not.
+    constexpr auto kAheadKernel = backward_slices_kernel<T, W, kCentered, kResidual, kPack, true>;
+    const bool wide_sums =
+        plan_backward_slices<kAheadKernel, M, kCentered, kPack>(a.cols).smem_bytes >
+        kSliceSumsTargetBytes;
+    const int64_t partials = sizeof(T) >= 4 && wide_sums ? launch_slices(std::false_type{})
+                                                         : launch_slices(std::true_type{});
+    if (partials > 0) return partials;
   }
   constexpr auto kernel = backward_long_kernel<T, W, kCentered, kResidual>;
   const int64_t partials = row_engine::resident_blocks<kernel>(kLongRowThreads, a.rows);

@@ -54,6 +54,23 @@ __device__ __forceinline__ void store_words_global(void* ptr, const uint32_t (&w
                : "memory");
 }
 
+// A hint that the 128-byte line holding ptr will be read soon: it is brought into L2, nothing
+// waits for it and no register receives it. ptr must point into an allocation.
+__device__ __forceinline__ void prefetch_l2(const void* ptr) {
+  asm volatile("prefetch.global.L2 [%0];" ::"l"(ptr));
+}
+
+// The same for `bytes` bytes from ptr (both multiples of 16), in one instruction the copy engine
+// of an sm_90 SM carries out; nothing on older GPUs.
+__device__ __forceinline__ void bulk_prefetch_l2(const void* ptr, uint32_t bytes) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(ptr), "r"(bytes) : "memory");
+#else
+  (void)ptr;
+  (void)bytes;
+#endif
+}
+
 // The pack at ptr where `valid`, else zeros. A 16-byte pack goes through load_words_or_zero:
 // choosing between a loaded Pack of 16-bit values and a filled one made nvcc 13 select each
 // 16-bit element on its own (two PRMTs a value: 97 of them in norm.cuh's bfloat16 forward).
