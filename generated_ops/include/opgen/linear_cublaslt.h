@@ -377,10 +377,10 @@ inline bool weight_gradient(const at::Tensor& grad_pre, const at::Tensor& rows,
 // (its algorithm timed once per problem; the bias gradient from its BGRADB epilogue) or ATen's
 // GEMM (and then its sum over rows), whichever ran faster the first time this problem came (timed
 // once per problem and device with CUDA events, both on `stream`; inside CUDA graph capture,
-// where nothing may wait on the GPU, cuBLASLt's untimed). Both write the same tensors, so the
-// timing run leaves them right; later calls take the choice. cuBLASLt's bias-gradient epilogue is
-// not equally fast for every shape, and ATen's path is exactly eager PyTorch's, so this is never
-// slower than eager.
+// where nothing may wait on the GPU, cuBLASLt's untimed). Both write the same tensors, the chosen
+// one last, so the timing run leaves them as later calls write them, bit for bit; later calls
+// take the choice. cuBLASLt's bias-gradient epilogue is not equally fast for every shape, and
+// ATen's path is exactly eager PyTorch's, so this is never slower than eager.
 inline void weight_and_bias_gradients(const at::Tensor& grad_pre, const at::Tensor& rows,
                                       at::Tensor& grad_weight, at::Tensor* grad_bias,
                                       cudaStream_t stream, const Search& search = {}) {
@@ -434,6 +434,9 @@ inline void weight_and_bias_gradients(const at::Tensor& grad_pre, const at::Tens
     C10_CUDA_CHECK(cudaEventElapsedTime(&unfused_ms, marks[1], marks[2]));
     for (cudaEvent_t mark : marks) C10_CUDA_CHECK(cudaEventDestroy(mark));
     choice = fused_ms <= unfused_ms;
+    // The outputs as later calls will write them: both paths give the same values but not the
+    // same bits (they add in different orders), and a result must not depend on being the first.
+    if (choice) fused();
   } else {
     unfused();
   }

@@ -33,10 +33,10 @@
 // opgen/reduce.cuh's sum_partials). For 16-bit types, where its tiles fit (FusedPlan), it also
 // adds each block's rows into the weight gradients G_l^T a_{l-1} on tensor cores (WeightGrads),
 // one partial per block summed the same way, and no G_l leaves the chip; elsewhere it writes
-// every G_l and the weight gradients are one cuBLAS GEMM a layer, but for float32 (TF32) networks
-// with no output activation and an output of at most 16, whose last layer's weight gradient the
-// kernel adds up itself (last_weights_in_kernel). Deterministic throughout: fixed orders, no
-// atomics.
+// every G_l and the weight gradients are one GEMM a layer (cuBLASLt's or ATen's, whichever is
+// faster for the problem: weight_gradient), but for float32 (TF32) networks with no output
+// activation and an output of at most 16, whose last layer's weight gradient the kernel adds up
+// itself (last_weights_in_kernel). Deterministic throughout: fixed orders, no atomics.
 #pragma once
 
 #include <c10/util/BFloat16.h>
