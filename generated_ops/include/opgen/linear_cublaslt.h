@@ -20,6 +20,7 @@
 #include <cublasLt.h>
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <initializer_list>
@@ -133,9 +134,18 @@ struct Plan {
 // epilogue. Every candidate writes the same outputs, so the tuning runs leave them right.
 constexpr int kCandidates = 4;
 
+// How run() looks for a problem's algorithm: the heuristic's best `candidates`, timed once, with
+// the caller's workspace where it gives one (split-K algorithms keep their partial products
+// there, so a larger one lets the heuristic offer them), else torch's cuBLASLt workspace.
+struct Search {
+  int candidates = kCandidates;
+  void* workspace = nullptr;  // 256-byte aligned; nullptr: torch's
+  uint64_t workspace_bytes = 0;
+};
+
 inline std::unique_ptr<Plan> make_plan(const Gemm& g, cudaDataType_t type,
                                        cublasComputeType_t compute, uint32_t alignment,
-                                       uint64_t workspace_bytes) {
+                                       uint64_t workspace_bytes, int candidates) {
   auto plan = std::make_unique<Plan>();
   if (cublasLtMatmulDescCreate(&plan->desc.handle, compute, CUDA_R_32F) != CUBLAS_STATUS_SUCCESS)
     return plan;
@@ -170,12 +180,12 @@ inline std::unique_ptr<Plan> make_plan(const Gemm& g, cudaDataType_t type,
     ok = ok && prefer(attribute, alignment);
   }
   if (!ok) return plan;
-  std::array<cublasLtMatmulHeuristicResult_t, kCandidates> heuristics = {};
+  std::vector<cublasLtMatmulHeuristicResult_t> heuristics(std::max(candidates, 1));
   int found = 0;
   if (cublasLtMatmulAlgoGetHeuristic(at::cuda::getCurrentCUDABlasLtHandle(), desc, plan->a.handle,
                                      plan->b.handle, plan->d.handle, plan->d.handle,
-                                     preference.handle, kCandidates, heuristics.data(),
-                                     &found) == CUBLAS_STATUS_SUCCESS &&
+                                     preference.handle, static_cast<int>(heuristics.size()),
+                                     heuristics.data(), &found) == CUBLAS_STATUS_SUCCESS &&
       found > 0) {
     plan->algo = heuristics[0].algo;
     plan->usable = true;
@@ -229,20 +239,23 @@ inline void tune(Plan& plan, const Gemm& g, void* workspace, uint64_t workspace_
   for (cudaEvent_t mark : marks) C10_CUDA_CHECK(cudaEventDestroy(mark));
 }
 
-// Runs `g` on torch's cuBLASLt handle, workspace and `stream`; false where cuBLASLt has no kernel
-// for it (nothing is then written that a fallback would not overwrite).
-inline bool run(const Gemm& g, at::ScalarType dtype, cudaStream_t stream) {
+// Runs `g` on torch's cuBLASLt handle, its workspace (or the search's) and `stream`; false where
+// cuBLASLt has no kernel for it (nothing is then written that a fallback would not overwrite).
+inline bool run(const Gemm& g, at::ScalarType dtype, cudaStream_t stream,
+                const Search& search = {}) {
   cudaDataType_t type;
   if (!data_type(dtype, type) || !fits(g, static_cast<int64_t>(c10::elementSize(dtype))))
     return false;
   const cublasComputeType_t compute = compute_type(dtype);
   const uint32_t alignment = common_alignment({g.a, g.b, g.d});
-  void* workspace = at::cuda::getCUDABlasLtWorkspace();
-  const uint64_t workspace_bytes = at::cuda::getCUDABlasLtWorkspaceSize();
+  const bool own = search.workspace != nullptr;
+  void* workspace = own ? search.workspace : at::cuda::getCUDABlasLtWorkspace();
+  const uint64_t workspace_bytes =
+      own ? search.workspace_bytes : at::cuda::getCUDABlasLtWorkspaceSize();
   int device = 0;
   if (cudaGetDevice(&device) != cudaSuccess) return false;
   // Everything the plan depends on (the pointers only through their alignment).
-  const std::array<int64_t, 16> key = {g.transa,
+  const std::array<int64_t, 17> key = {g.transa,
                                        g.transb,
                                        g.m,
                                        g.n,
@@ -257,12 +270,14 @@ inline bool run(const Gemm& g, at::ScalarType dtype, cudaStream_t stream) {
                                        compute,
                                        alignment,
                                        static_cast<int64_t>(workspace_bytes),
-                                       device};
-  thread_local std::map<std::array<int64_t, 16>, std::unique_ptr<Plan>>
+                                       device,
+                                       search.candidates};
+  thread_local std::map<std::array<int64_t, 17>, std::unique_ptr<Plan>>
       plans;  // descriptors are per thread
   auto found = plans.find(key);
   if (found == plans.end()) {
-    std::unique_ptr<Plan> plan = make_plan(g, type, compute, alignment, workspace_bytes);
+    std::unique_ptr<Plan> plan =
+        make_plan(g, type, compute, alignment, workspace_bytes, search.candidates);
     cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
     C10_CUDA_CHECK(cudaStreamIsCapturing(stream, &capture));
     if (capture != cudaStreamCaptureStatusNone) {  // nothing may wait on the GPU: the heuristic's
@@ -334,15 +349,19 @@ inline bool forward(Activation activation, const at::Tensor& rows, const at::Ten
 
 // dW (N x K) = g^T (N x M) @ X (M x K): dW^T (K x N) = X^T (K x M) times g (M x N, read
 // transposed); with `grad_bias`, the bias gradient (g summed over M) from the same GEMM (BGRADB).
+// X's rows may be strided (a view of some columns of a wider tensor): its elements contiguous,
+// its leading dimension its row stride; grad_pre and grad_weight contiguous.
 inline bool weight_gradient(const at::Tensor& grad_pre, const at::Tensor& rows,
-                            at::Tensor& grad_weight, at::Tensor* grad_bias, cudaStream_t stream) {
+                            at::Tensor& grad_weight, at::Tensor* grad_bias, cudaStream_t stream,
+                            const Search& search = {}) {
+  if (rows.size(1) > 1 && rows.stride(1) != 1) return false;
   Gemm g;
   g.transb = CUBLAS_OP_T;
   g.m = rows.size(1);
   g.n = grad_pre.size(1);
   g.k = rows.size(0);
   g.a = rows.const_data_ptr();
-  g.lda = g.m;
+  g.lda = rows.size(0) > 1 ? rows.stride(0) : g.m;
   g.b = grad_pre.const_data_ptr();
   g.ldb = g.n;
   g.d = grad_weight.mutable_data_ptr();
@@ -351,35 +370,40 @@ inline bool weight_gradient(const at::Tensor& grad_pre, const at::Tensor& rows,
     g.epilogue = CUBLASLT_EPILOGUE_BGRADB;
     g.bias = grad_bias->mutable_data_ptr();
   }
-  return run(g, rows.scalar_type(), stream);
+  return run(g, rows.scalar_type(), stream, search);
 }
 
 // The weight gradient, with the bias gradient where `grad_bias` is given: cuBLASLt's GEMM above
 // (its algorithm timed once per problem; the bias gradient from its BGRADB epilogue) or ATen's
 // GEMM (and then its sum over rows), whichever ran faster the first time this problem came (timed
 // once per problem and device with CUDA events, both on `stream`; inside CUDA graph capture,
-// where nothing may wait on the GPU, cuBLASLt's untimed). Both write the same tensors, so the
-// timing run leaves them right; later calls take the choice. cuBLASLt's bias-gradient epilogue is
-// not equally fast for every shape, and ATen's path is exactly eager PyTorch's, so this is never
-// slower than eager.
+// where nothing may wait on the GPU, cuBLASLt's untimed). Both write the same tensors, the chosen
+// one last, so the timing run leaves them as later calls write them, bit for bit; later calls
+// take the choice. cuBLASLt's bias-gradient epilogue is not equally fast for every shape, and
+// ATen's path is exactly eager PyTorch's, so this is never slower than eager.
 inline void weight_and_bias_gradients(const at::Tensor& grad_pre, const at::Tensor& rows,
                                       at::Tensor& grad_weight, at::Tensor* grad_bias,
-                                      cudaStream_t stream) {
+                                      cudaStream_t stream, const Search& search = {}) {
   const auto fused = [&] {
-    return weight_gradient(grad_pre, rows, grad_weight, grad_bias, stream);
+    return weight_gradient(grad_pre, rows, grad_weight, grad_bias, stream, search);
   };
   const auto unfused = [&] {
     at::mm_out(grad_weight, grad_pre.t(), rows);
     if (grad_bias != nullptr) at::sum_out(*grad_bias, grad_pre, {0});
   };
   static std::mutex mutex;
-  static std::map<std::array<int64_t, 6>, bool> fused_is_faster;
+  static std::map<std::array<int64_t, 9>, bool> fused_is_faster;
   int device = 0;
   C10_CUDA_CHECK(cudaGetDevice(&device));
-  const std::array<int64_t, 6> key = {
-      grad_pre.size(0), grad_pre.size(1),
-      rows.size(1),     static_cast<int64_t>(grad_pre.scalar_type()),
-      device,           grad_bias != nullptr};
+  const std::array<int64_t, 9> key = {grad_pre.size(0),
+                                      grad_pre.size(1),
+                                      rows.size(1),
+                                      rows.size(0) > 1 ? rows.stride(0) : rows.size(1),
+                                      static_cast<int64_t>(grad_pre.scalar_type()),
+                                      device,
+                                      grad_bias != nullptr,
+                                      search.candidates,
+                                      static_cast<int64_t>(search.workspace_bytes)};
   {
     const std::lock_guard<std::mutex> lock(mutex);
     const auto known = fused_is_faster.find(key);
@@ -410,6 +434,9 @@ inline void weight_and_bias_gradients(const at::Tensor& grad_pre, const at::Tens
     C10_CUDA_CHECK(cudaEventElapsedTime(&unfused_ms, marks[1], marks[2]));
     for (cudaEvent_t mark : marks) C10_CUDA_CHECK(cudaEventDestroy(mark));
     choice = fused_ms <= unfused_ms;
+    // The outputs as later calls will write them: both paths give the same values but not the
+    // same bits (they add in different orders), and a result must not depend on being the first.
+    if (choice) fused();
   } else {
     unfused();
   }

@@ -33,10 +33,10 @@
 // opgen/reduce.cuh's sum_partials). For 16-bit types, where its tiles fit (FusedPlan), it also
 // adds each block's rows into the weight gradients G_l^T a_{l-1} on tensor cores (WeightGrads),
 // one partial per block summed the same way, and no G_l leaves the chip; elsewhere it writes
-// every G_l and the weight gradients are one cuBLAS GEMM a layer, but for float32 (TF32) networks
-// with no output activation and an output of at most 16, whose last layer's weight gradient the
-// kernel adds up itself (last_weights_in_kernel). Deterministic throughout: fixed orders, no
-// atomics.
+// every G_l and the weight gradients are one GEMM a layer (cuBLASLt's or ATen's, whichever is
+// faster for the problem: weight_gradient), but for float32 (TF32) networks with no output
+// activation and an output of at most 16, whose last layer's weight gradient the kernel adds up
+// itself (last_weights_in_kernel). Deterministic throughout: fixed orders, no atomics.
 #pragma once
 
 #include <c10/util/BFloat16.h>
@@ -1299,18 +1299,19 @@ __global__ void __launch_bounds__(backward_kernel_warps<T, kWeights>() * 32, 1)
       constexpr int kIn = padded(Net::width(l)), kOutN = padded(Net::width(l + 1));
       constexpr int kInWidth = Net::width(l);
       using Out = OutTile<T, kInWidth>;
-      // kWeights: warp w's G_l tile and its in_l rows (x tile, or a_l in its saved tile).
-      [[maybe_unused]] constexpr int kInPitch = l == 0 ? Grads::kXPitch : Tiles::kPitch;
-      const int64_t in_at = l == 0 ? kXAt
-                                   : kSavedAt + (kSavedTiles == 2 ? parity * Tiles::kElements : 0) +
-                                         Kept::output_column(l);
-      [[maybe_unused]] const auto g_of = [&](int w) -> const T* {
-        return warp_rows(w) + kGAt + l % 2 * Grads::kGElements;
-      };
-      [[maybe_unused]] const auto in_of = [&](int w) -> const T* {
-        return warp_rows(w) + in_at;
-      };
       if constexpr (kWeights) {
+        // Warp w's G_l tile and its in_l rows (x tile, or a_l in its saved tile).
+        constexpr int kInPitch = l == 0 ? Grads::kXPitch : Tiles::kPitch;
+        const int64_t in_at = l == 0
+                                  ? kXAt
+                                  : kSavedAt + (kSavedTiles == 2 ? parity * Tiles::kElements : 0) +
+                                        Kept::output_column(l);
+        const auto g_of = [&](int w) -> const T* {
+          return warp_rows(w) + kGAt + l % 2 * Grads::kGElements;
+        };
+        const auto in_of = [&](int w) -> const T* {
+          return warp_rows(w) + in_at;
+        };
         // G_l is in every warp's tile (l % 2): the block adds its rows into dW_l, every warp its
         // own units, before the warps go on (and overwrite the other G tile).
         if constexpr (l == 0) tc::cp_async_wait<0>();  // this thread's copies of x
@@ -1569,6 +1570,16 @@ void forward(const Params<T>& p, cudaStream_t stream) {
   }
 }
 
+// dW = G^T in (G: rows x out and dW: out x in, contiguous; in: rows x in, its rows possibly
+// strided, e.g. a_l's columns of what the forward kept) on `stream`: cuBLASLt's GEMM (the
+// heuristic's best kWeightGemmCandidates algorithms, with a workspace that lets it offer split-K
+// ones, timed once per problem) or ATen's, whichever ran faster the first time the problem came
+// (opgen/linear_cublaslt.h's weight_and_bias_gradients); later calls take that choice, so the
+// bits repeat. Defined in the op's <op>_cuda_gemm.cpp: host code the C++ compiler builds, since
+// nvcc may not see cuBLASLt's header.
+void weight_gradient(const at::Tensor& grad_pre, const at::Tensor& input, at::Tensor& grad_weight,
+                     cudaStream_t stream);
+
 // Layer l's (0-based) bias gradient (grads[2 + 2 * l]) as sum_partials' target: its columns of
 // the backward blocks' column sums (BiasSums).
 template <typename T, class Net>
@@ -1577,6 +1588,15 @@ opgen::PartialRows<T, float> bias_target(const Network& net, const float* partia
   using Sums = BiasSums<Net>;
   return {grads[2 + 2 * l].mutable_data_ptr<T>(), partial + Sums::offset(l + 1), net.widths[l + 1],
           Sums::columns()};
+}
+
+// Layer l's (0-based) weight gradient (grads[1 + (2 or 1) * l]) as sum_partials' target: the
+// blocks' partials of its widths[l + 1] x widths[l] elements, `columns` a block apart.
+template <typename T>
+opgen::PartialRows<T, float> weight_target(const Network& net, const float* partial, int l,
+                                           int64_t columns, std::vector<at::Tensor>& grads) {
+  return {grads[1 + (net.bias ? 2 : 1) * l].mutable_data_ptr<T>(), partial,
+          net.widths[l + 1] * net.widths[l], columns};
 }
 
 // The backward with the weight gradients in the kernel (FusedPlan, WeightGrads): x's gradient,
@@ -1600,14 +1620,12 @@ void backward_fused(const Network& net, Params<T> p, const at::Tensor& x2,
   p.bias_partial = net.bias ? first + blocks * Grads::columns() : nullptr;
   for (int l = 0; l <= kLayers; ++l) p.grad_pre[l] = nullptr;
   launch<kFusedWarps>(kernel, p, bytes, stream, blocks);
-  const int per_layer = net.bias ? 2 : 1;
   // Every weight and bias gradient: the blocks' partials added in a fixed order (sum_partials).
   opgen::PartialRows<T, float> targets[2 * kLayers];
   int count = 0;
   for (int l = 0; l < kLayers; ++l) {
-    targets[count++] = {grads[1 + per_layer * l].mutable_data_ptr<T>(),
-                        first + Grads::partial_offset(l), net.widths[l + 1] * net.widths[l],
-                        Grads::columns()};
+    targets[count++] =
+        weight_target<T>(net, first + Grads::partial_offset(l), l, Grads::columns(), grads);
     if (net.bias) targets[count++] = bias_target<T, Net>(net, p.bias_partial, l, grads);
   }
   opgen::sum_partials_of(targets, count, blocks, stream);
@@ -1617,9 +1635,10 @@ void backward_fused(const Network& net, Params<T> p, const at::Tensor& x2,
 // and bias). Where FusedPlan applies (16-bit types, networks whose tiles fit), backward_fused.
 // Else the backward kernel writes x's gradient and each G_l (per layer, contiguous, on 16 bytes)
 // and, with a bias, the blocks' column sums, which sum_partials adds up; the weight
-// gradients dW_l = G_l^T a_{l-1} are then one cuBLAS GEMM a layer, except dW_L where the kernel
-// added it up (last_weights_in_kernel: not written as G_L). `p` is make_params' with
-// grad_out and grad_x set; x2 is x as (rows, widths[0]), `kept` what the forward kept.
+// gradients dW_l = G_l^T a_{l-1} are then one GEMM a layer (weight_gradient), except dW_L where
+// the kernel added it up (last_weights_in_kernel: G_L is then neither written nor allocated).
+// `p` is make_params' with grad_out and grad_x set; x2 is x as (rows, widths[0]), `kept` what the
+// forward kept.
 template <typename T, class Net, Activation kHidden, Activation kOut>
 void backward(const Network& net, Params<T> p, const at::Tensor& x2, const at::Tensor& kept,
               std::vector<at::Tensor>& grads, cudaStream_t stream) {
@@ -1635,34 +1654,39 @@ void backward(const Network& net, Params<T> p, const at::Tensor& x2, const at::T
   using Plan = BackwardPlan<T, Net, kHidden, kOut, kWarps>;
   using Sums = BiasSums<Net>;
   const int64_t rows = p.rows;
+  const int per_layer = net.bias ? 2 : 1;
+
+  // The most that fits in this device's shared memory: the plan, every weight resident with
+  // nothing staged, or one layer's weights at a time.
+  const int64_t limit = shared_limit();
+  using Planned = typename Plan::template Shared<Plan::kTiles, Plan::kStage>;
+  using Resident = typename Plan::template Shared<0, false>;
+  auto kernel = backward_kernel<T, Net, kHidden, kOut, false, 0, false>;
+  int64_t bytes = Resident::bytes(false);
+  bool last_in_kernel = false;  // dW_L added up by the backward kernel (last_weights_in_kernel)
+  if ((Plan::kTiles > 0 || Plan::kStage) && Planned::bytes(true) <= limit) {
+    kernel = backward_kernel<T, Net, kHidden, kOut, true, Plan::kTiles, Plan::kStage>;
+    bytes = Planned::bytes(true);
+    last_in_kernel = rows > 0 && last_weights_in_kernel<T, Net, kOut, Plan::kTiles, false>();
+  } else if (Resident::bytes(true) <= limit) {
+    kernel = backward_kernel<T, Net, kHidden, kOut, true, 0, false>;
+    bytes = Resident::bytes(true);
+  }
+  // The G_l the weight GEMMs read, each on 16 bytes in one allocation.
+  const int written = kLayers - (last_in_kernel ? 1 : 0);
   constexpr int64_t kVec = 16 / sizeof(T);
   int64_t offset[kLayers + 1] = {};
   int64_t total = 0;
-  for (int l = 1; l <= kLayers; ++l) {
+  for (int l = 1; l <= written; ++l) {
     offset[l] = total;
     total += (rows * net.widths[l] + kVec - 1) / kVec * kVec;
   }
   const at::Tensor grad_pre = at::empty({total}, x2.options());
-  for (int l = 1; l <= kLayers; ++l) p.grad_pre[l] = grad_pre.mutable_data_ptr<T>() + offset[l];
-  const int per_layer = net.bias ? 2 : 1;
-  bool last_in_kernel = false;  // dW_L added up by the backward kernel (last_weights_in_kernel)
+  for (int l = 1; l <= kLayers; ++l) {
+    p.grad_pre[l] = l <= written ? grad_pre.mutable_data_ptr<T>() + offset[l] : nullptr;
+  }
 
   if (rows > 0) {
-    // The most that fits in this device's shared memory: the plan, every weight resident with
-    // nothing staged, or one layer's weights at a time.
-    const int64_t limit = shared_limit();
-    using Planned = typename Plan::template Shared<Plan::kTiles, Plan::kStage>;
-    using Resident = typename Plan::template Shared<0, false>;
-    auto kernel = backward_kernel<T, Net, kHidden, kOut, false, 0, false>;
-    int64_t bytes = Resident::bytes(false);
-    if ((Plan::kTiles > 0 || Plan::kStage) && Planned::bytes(true) <= limit) {
-      kernel = backward_kernel<T, Net, kHidden, kOut, true, Plan::kTiles, Plan::kStage>;
-      bytes = Planned::bytes(true);
-      last_in_kernel = last_weights_in_kernel<T, Net, kOut, Plan::kTiles, false>();
-    } else if (Resident::bytes(true) <= limit) {
-      kernel = backward_kernel<T, Net, kHidden, kOut, true, 0, false>;
-      bytes = Resident::bytes(true);
-    }
     const int64_t blocks = grid_blocks<kWarps>(kernel, rows, bytes);
     // The blocks' partials: the bias column sums, then (last_in_kernel) dW_L's.
     const int64_t bias_columns = net.bias ? Sums::columns() : 0;
@@ -1683,20 +1707,19 @@ void backward(const Network& net, Params<T> p, const at::Tensor& x2, const at::T
       }
     }
     if (last_in_kernel) {
-      targets[count++] = {grads[1 + per_layer * (kLayers - 1)].mutable_data_ptr<T>(),
-                          p.weight_partial, last_columns, last_columns};
+      targets[count++] = weight_target<T>(net, p.weight_partial, kLayers - 1, last_columns, grads);
     }
     if (count > 0) opgen::sum_partials_of(targets, count, blocks, stream);
   } else if (net.bias) {
     for (int l = 0; l < kLayers; ++l) grads[2 + per_layer * l].zero_();
   }
-  // The weight gradients the backward kernel did not add up: one cuBLAS GEMM each.
-  for (int l = 1; l <= kLayers - (last_in_kernel ? 1 : 0); ++l) {
+  // The weight gradients the backward kernel did not add up: one GEMM each (weight_gradient).
+  for (int l = 1; l <= written; ++l) {
     const at::Tensor g =
         grad_pre.narrow(0, offset[l], rows * net.widths[l]).view({rows, net.widths[l]});
     const at::Tensor input =
         l > 1 ? kept.narrow(1, net.output_column(l - 1), net.widths[l - 1]) : x2;
-    at::mm_out(grads[1 + per_layer * (l - 1)], g.t(), input);
+    weight_gradient(g, input, grads[1 + per_layer * (l - 1)], stream);
   }
 }
 
