@@ -143,6 +143,17 @@ struct Search {
   uint64_t workspace_bytes = 0;
 };
 
+// Whether choices are made by timing: not under torch.use_deterministic_algorithms(True), where
+// two processes must compute alike (timings differ between them, and so would their choices and
+// the bits of their results), as PyTorch turns cuDNN's benchmark off there. Nor inside CUDA graph
+// capture, where nothing may wait on the GPU.
+inline bool choose_by_timing(cudaStream_t stream) {
+  if (at::globalContext().deterministicAlgorithms()) return false;
+  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+  C10_CUDA_CHECK(cudaStreamIsCapturing(stream, &capture));
+  return capture == cudaStreamCaptureStatusNone;
+}
+
 inline std::unique_ptr<Plan> make_plan(const Gemm& g, cudaDataType_t type,
                                        cublasComputeType_t compute, uint32_t alignment,
                                        uint64_t workspace_bytes, int candidates) {
@@ -254,8 +265,9 @@ inline bool run(const Gemm& g, at::ScalarType dtype, cudaStream_t stream,
       own ? search.workspace_bytes : at::cuda::getCUDABlasLtWorkspaceSize();
   int device = 0;
   if (cudaGetDevice(&device) != cudaSuccess) return false;
+  const bool timed = choose_by_timing(stream);
   // Everything the plan depends on (the pointers only through their alignment).
-  const std::array<int64_t, 17> key = {g.transa,
+  const std::array<int64_t, 18> key = {g.transa,
                                        g.transb,
                                        g.m,
                                        g.n,
@@ -271,21 +283,16 @@ inline bool run(const Gemm& g, at::ScalarType dtype, cudaStream_t stream,
                                        alignment,
                                        static_cast<int64_t>(workspace_bytes),
                                        device,
-                                       search.candidates};
-  thread_local std::map<std::array<int64_t, 17>, std::unique_ptr<Plan>>
+                                       search.candidates,
+                                       timed};
+  thread_local std::map<std::array<int64_t, 18>, std::unique_ptr<Plan>>
       plans;  // descriptors are per thread
   auto found = plans.find(key);
   if (found == plans.end()) {
     std::unique_ptr<Plan> plan =
         make_plan(g, type, compute, alignment, workspace_bytes, search.candidates);
-    cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
-    C10_CUDA_CHECK(cudaStreamIsCapturing(stream, &capture));
-    if (capture != cudaStreamCaptureStatusNone) {  // nothing may wait on the GPU: the heuristic's
-                                                   // choice, not kept
-      return plan->usable && matmul(*plan, plan->algo, g, workspace, workspace_bytes, stream) ==
-                                 CUBLAS_STATUS_SUCCESS;
-    }
-    if (plan->usable) tune(*plan, g, workspace, workspace_bytes, stream);
+    // Untimed, the heuristic's first choice: the same in every process.
+    if (plan->usable && timed) tune(*plan, g, workspace, workspace_bytes, stream);
     found = plans.emplace(key, std::move(plan)).first;
   }
   const Plan& plan = *found->second;
@@ -376,11 +383,11 @@ inline bool weight_gradient(const at::Tensor& grad_pre, const at::Tensor& rows,
 // The weight gradient, with the bias gradient where `grad_bias` is given: cuBLASLt's GEMM above
 // (its algorithm timed once per problem; the bias gradient from its BGRADB epilogue) or ATen's
 // GEMM (and then its sum over rows), whichever ran faster the first time this problem came (timed
-// once per problem and device with CUDA events, both on `stream`; inside CUDA graph capture,
-// where nothing may wait on the GPU, cuBLASLt's untimed). Both write the same tensors, the chosen
-// one last, so the timing run leaves them as later calls write them, bit for bit; later calls
-// take the choice. cuBLASLt's bias-gradient epilogue is not equally fast for every shape, and
-// ATen's path is exactly eager PyTorch's, so this is never slower than eager.
+// once per problem and device with CUDA events, both on `stream`). Both write the same tensors,
+// the chosen one last, so the timing run leaves them as later calls write them, bit for bit;
+// later calls take the choice. cuBLASLt's bias-gradient epilogue is not equally fast for every
+// shape, and ATen's path is exactly eager PyTorch's, so this is never slower than eager. Where
+// choices are not timed (choose_by_timing), ATen's: the same bits in every process.
 inline void weight_and_bias_gradients(const at::Tensor& grad_pre, const at::Tensor& rows,
                                       at::Tensor& grad_weight, at::Tensor* grad_bias,
                                       cudaStream_t stream, const Search& search = {}) {
@@ -391,6 +398,10 @@ inline void weight_and_bias_gradients(const at::Tensor& grad_pre, const at::Tens
     at::mm_out(grad_weight, grad_pre.t(), rows);
     if (grad_bias != nullptr) at::sum_out(*grad_bias, grad_pre, {0});
   };
+  if (at::globalContext().deterministicAlgorithms()) {  // not a choice timed earlier either
+    unfused();
+    return;
+  }
   static std::mutex mutex;
   static std::map<std::array<int64_t, 9>, bool> fused_is_faster;
   int device = 0;
@@ -412,10 +423,8 @@ inline void weight_and_bias_gradients(const at::Tensor& grad_pre, const at::Tens
       return;
     }
   }
-  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
-  C10_CUDA_CHECK(cudaStreamIsCapturing(stream, &capture));
-  if (capture != cudaStreamCaptureStatusNone) {
-    if (!fused()) unfused();
+  if (!choose_by_timing(stream)) {  // CUDA graph capture
+    unfused();
     return;
   }
   bool choice = false;
