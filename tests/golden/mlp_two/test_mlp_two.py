@@ -192,19 +192,24 @@ class TestMlpTwo(GradientSuite, SeveralTensorsSuite):
 
     @on_cuda
     @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32], ids=str)
-    def test_backward_is_deterministic(self, device: str, dtype: torch.dtype) -> None:
+    @pytest.mark.parametrize("untimed", [False, True], ids=["timed", "deterministic_algorithms"])
+    def test_backward_is_deterministic(self, device: str, dtype: torch.dtype, untimed: bool) -> None:
         # The weight and bias gradients are sums over rows (the bias gradients' per-block partials
-        # added in a fixed order, no atomics): two runs on the same inputs give the same bits.
+        # added in a fixed order, no atomics): two runs on the same inputs give the same bits, the
+        # first (which times the weight-gradient GEMMs) included; under
+        # torch.use_deterministic_algorithms nothing is timed.
         arguments = self.arguments((20000, 1), dtype, device)
         names = ("x", *PARAMETERS)
         grad = torch.randn(20000, WIDTHS[-1], dtype=dtype, device=device)
-        previous = torch.backends.cuda.matmul.allow_tf32
+        previous = torch.backends.cuda.matmul.allow_tf32, torch.are_deterministic_algorithms_enabled()
         try:
             torch.backends.cuda.matmul.allow_tf32 = True  # float32: the fused TF32 path
+            torch.use_deterministic_algorithms(untimed)
             first = gradients_of(self.op, arguments, names, grad)
             second = gradients_of(self.op, arguments, names, grad)
         finally:
-            torch.backends.cuda.matmul.allow_tf32 = previous
+            torch.backends.cuda.matmul.allow_tf32 = previous[0]
+            torch.use_deterministic_algorithms(previous[1])
         for name, a, b in zip(names, first, second, strict=True):
             assert torch.equal(a, b), f"{name}: two runs on the same inputs differ"
 
