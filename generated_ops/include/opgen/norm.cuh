@@ -1188,6 +1188,10 @@ void with_register_shape(int64_t cols, F&& f) {
   f(IntConstant<kColsPerThread>(), IntConstant<kCapacity / kColsPerThread>());
 }
 
+// Packs of each input a thread of a cluster holds in the forward with a residual (x and the
+// residual, 2 x 8 packs of float32 at 8, over the 64 registers a thread of these blocks may have).
+constexpr int kClusterResidualPacks = 8;
+
 // y = norm(x) * weight + bias for every row, and the rows' statistics; see ForwardArgs.
 template <typename T, typename W, bool kCentered, bool kResidual, int kPack>
 void launch_forward_with(const ForwardArgs<T, W>& a, cudaStream_t stream) {
@@ -1209,11 +1213,12 @@ void launch_forward_with(const ForwardArgs<T, W>& a, cudaStream_t stream) {
   }
   if constexpr (kPack > 1) {
     // Up to 16 blocks' registers in a cluster on sm_90: the row is read from DRAM once.
-    constexpr int kColsPerThread = kColsPerThreadMax<false, kPack, kInputs>;
+    constexpr int kColsPerThread =
+        kResidual ? kClusterResidualPacks * kPack : kColsPerThreadMax<false, kPack, kInputs>;
     constexpr auto kernel =
         forward_rows_kernel<T, W, kCentered, kResidual, kPack, kColsPerThread, kMaxRowThreads>;
     const int cluster =
-        cluster_for<kernel>(a.cols, kRegisterCols<T, false, kPack, kInputs>, kMaxRowThreads);
+        cluster_for<kernel>(a.cols, int64_t{kMaxRowThreads} * kColsPerThread, kMaxRowThreads);
     if (cluster > 0) {
       const int64_t slice_cols = ceil_div(ceil_div(a.cols, cluster), kPack) * kPack;
       // As many clusters as the GPU holds at once, each looping over rows, rather than a cluster
