@@ -17,7 +17,8 @@
 // or up to 16 warps (16-byte path: up to 16384 float32 or 32768 bfloat16 values forward, half that
 // with a residual; 4096 or 8192 backward, which holds x, dy, the next row's x and dy, and the two
 // gradient accumulators); longer rows up to 16 times that are split over a cluster of blocks on
-// sm_90 (one DRAM read); anything longer reads the row twice, a block per row. Values are held in
+// sm_90 (one DRAM read; a residual's clusters hold as much of each input as a plain row's, see
+// kClusterResidualPacks); anything longer reads the row twice, a block per row. Values are held in
 // registers as loaded (Raw packs) and widened where used, so a thread keeps 128 bytes of loads in
 // flight forward; the backward's blocks loop over rows and load each next row ahead.
 #pragma once
@@ -1188,8 +1189,11 @@ void with_register_shape(int64_t cols, F&& f) {
   f(IntConstant<kColsPerThread>(), IntConstant<kCapacity / kColsPerThread>());
 }
 
-// Packs of each input a thread of a cluster holds in the forward with a residual (x and the
-// residual, 2 x 8 packs of float32 at 8, over the 64 registers a thread of these blocks may have).
+// Packs of each input a thread of a cluster holds in the forward with a residual: 8, as a plain
+// row's, where the register rows hold 4 (float32: 64 registers a thread, none spilled; bfloat16
+// spills 8 bytes). At 4 (merged main 0b448ef) float32 rows past 131072 took the long-row kernel,
+// 36% of copy for add_layernorm at 262144 on an H200 against eager's 49%, and rows of 131072 a
+// cluster of 16 (53% against 60%). 8 passed the CUDA tests; its speed is not yet measured.
 constexpr int kClusterResidualPacks = 8;
 
 // y = norm(x) * weight + bias for every row, and the rows' statistics; see ForwardArgs.
