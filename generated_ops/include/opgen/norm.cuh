@@ -315,20 +315,20 @@ struct RowStatistics {
 template <typename M, bool kCentered>
 using StatisticsState = std::conditional_t<kCentered, Moments<M>, M>;
 
-template <typename M, bool kCentered, int kThreadsPerRow, typename T, int kPack, int kPacks>
-__device__ __forceinline__ RowStatistics<M> row_statistics(const Raw<T, kPack> (&v)[kPacks],
-                                                           int lane, int64_t slice_length,
-                                                           int64_t cols,
-                                                           StatisticsState<M, kCentered>* scratch,
-                                                           StatisticsState<M, kCentered>* published,
-                                                           int cluster_blocks) {
+// `reduce(value, combine)` reduces a value over the row's threads, blocks and cluster (as
+// row_allreduce); the forward over clusters may also issue the next row's loads in it.
+template <typename M, bool kCentered, int kThreadsPerRow, typename T, int kPack, int kPacks,
+          typename Reduce>
+__device__ __forceinline__ RowStatistics<M> row_statistics_with(const Raw<T, kPack> (&v)[kPacks],
+                                                                int lane, int64_t slice_length,
+                                                                int64_t cols, Reduce&& reduce) {
   if constexpr (!kCentered) {
     M squares = 0;
 #pragma unroll
     for (int p = 0; p < kPacks; ++p)
 #pragma unroll
       for (int j = 0; j < kPack; ++j) squares += value_of<M>(v[p], j) * value_of<M>(v[p], j);
-    squares = row_allreduce<kThreadsPerRow>(squares, SumOp(), scratch, published, cluster_blocks);
+    squares = reduce(squares, SumOp());
     return {M(0), squares / M(cols)};
   } else {
     M total = 0;
@@ -376,15 +376,53 @@ __device__ __forceinline__ RowStatistics<M> row_statistics(const Raw<T, kPack> (
                            : valid > 0 ? total / M(valid)
                                        : M(0);
       Moments<M> state{M(valid), local_mean, squared_deviations(local_mean)};
-      state =
-          row_allreduce<kThreadsPerRow>(state, MergeMoments(), scratch, published, cluster_blocks);
+      state = reduce(state, MergeMoments());
       return {state.mean, state.m2 / M(cols)};
     }
   }
 }
 
+// row_statistics_with row_allreduce over the block's shared slots.
+template <typename M, bool kCentered, int kThreadsPerRow, typename T, int kPack, int kPacks>
+__device__ __forceinline__ RowStatistics<M> row_statistics(const Raw<T, kPack> (&v)[kPacks],
+                                                           int lane, int64_t slice_length,
+                                                           int64_t cols,
+                                                           StatisticsState<M, kCentered>* scratch,
+                                                           StatisticsState<M, kCentered>* published,
+                                                           int cluster_blocks) {
+  return row_statistics_with<M, kCentered, kThreadsPerRow>(
+      v, lane, slice_length, cols, [&](StatisticsState<M, kCentered> value, auto combine) {
+        return row_allreduce<kThreadsPerRow>(value, combine, scratch, published, cluster_blocks);
+      });
+}
+
+// The forward over clusters (rows past one block's registers) in other forms, each a constant
+// here, to be measured on an H200 against main's clusters (docs/benchmarks/layernorm,
+// 2026-11-25d); all off, the cluster kernel is main's.
+// - kClusterPush: the row's cluster reduction by pushes into every block's mailbox, completing
+//   on an mbarrier (row_engine::cluster_allreduce_pushed), instead of a cluster barrier, reads of
+//   every block's shared memory, and a second barrier before the next row;
+// - kClusterPrefetchPacks: where not 0, rows that clusters of that many packs a thread hold are
+//   taken by blocks that load the next row's packs before the current row's reductions (a second
+//   set of registers), so that loads are in flight while a block waits on its cluster. Not with a
+//   residual: the next row's two inputs beside the row's sums spilled 64-100 bytes a thread at 4
+//   packs (nvcc 13.0, sm_90a, 64 registers), none without;
+// - kClusterThreads: the threads of a cluster's block (512: two blocks an SM; 1024: one).
+constexpr bool kClusterPush = false;
+constexpr int kClusterPrefetchPacks = 0;
+constexpr int kClusterThreads = 512;
+
+// The block's mailbox for row_engine::cluster_allreduce_pushed (kernels that push only).
+template <typename State>
+__device__ __forceinline__ row_engine::ClusterMailbox<State>& cluster_mailbox() {
+  __shared__ row_engine::ClusterMailbox<State> mailbox;
+  return mailbox;
+}
+
+// kPrefetch and kPush (the cluster kernels' kClusterPrefetchPacks and kClusterPush) need blocks
+// of one row each.
 template <typename T, typename W, bool kCentered, bool kResidual, int kPack, int kColsPerThread,
-          int kThreadsPerRow>
+          int kThreadsPerRow, bool kPrefetch = false, bool kPush = false>
 __global__ void __launch_bounds__(block_threads_for<kThreadsPerRow>(),
                                   kRowBlocksPerSm<T, kPack, block_threads_for<kThreadsPerRow>()>)
     forward_rows_kernel(ForwardArgs<T, W> a, int64_t slice_cols, int cluster_blocks) {
@@ -402,6 +440,27 @@ __global__ void __launch_bounds__(block_threads_for<kThreadsPerRow>(),
   const int64_t slice_begin = rank * slice_cols;
   const int64_t slice_length = max(int64_t{0}, min(a.cols - slice_begin, slice_cols));
   const int64_t groups = gridDim.x / cluster_blocks;
+  static_assert(!(kPrefetch || kPush) || kRowsPerBlock == 1, "blocks of one row");
+  if constexpr (kPush) {
+    if (cluster_blocks > 1)
+      row_engine::cluster_mailbox_init(cluster_mailbox<State>(), cluster_blocks);
+  }
+  [[maybe_unused]] uint32_t round = 0;  // kPush: the rows done
+  // kPrefetch: the next row's packs, loaded during the row before (the last row again past the
+  // end: one row a cluster read twice, and no predicate a load).
+  [[maybe_unused]] Raw<T, kPack> next_v[kPrefetch ? kPacks : 1];
+  [[maybe_unused]] Raw<T, kPack> next_r[kPrefetch && kResidual ? kPacks : 1];
+  const auto load_next = [&](int64_t first_row) {
+    const int64_t offset = min(first_row, a.rows - 1) * a.cols + slice_begin;
+#pragma unroll
+    for (int p = 0; p < kPacks; ++p) {
+      const int64_t col = pack_col<kPack, kThreadsPerRow>(p, lane);
+      next_v[p] = load_raw<T, kPack>(a.x + offset + col, col < slice_length);
+      if constexpr (kResidual)
+        next_r[p] = load_raw<T, kPack>(a.residual + offset + col, col < slice_length);
+    }
+  };
+  if constexpr (kPrefetch) load_next(blockIdx.x / cluster_blocks);
   // The whole block (cluster) steps together, so every thread reaches the barriers.
   for (int64_t first_row = blockIdx.x / cluster_blocks * kRowsPerBlock; first_row < a.rows;
        first_row += groups * kRowsPerBlock) {
@@ -411,12 +470,20 @@ __global__ void __launch_bounds__(block_threads_for<kThreadsPerRow>(),
     // Every load of the row first, then the sums: all of a thread's packs are in flight at once.
     Raw<T, kPack> v[kPacks];
     [[maybe_unused]] Raw<T, kPack> r[kResidual ? kPacks : 1];
+    if constexpr (kPrefetch) {
 #pragma unroll
-    for (int p = 0; p < kPacks; ++p) {
-      const int64_t col = pack_col<kPack, kThreadsPerRow>(p, lane);
-      v[p] = load_raw<T, kPack>(a.x + offset + col, col < slice_length);
-      if constexpr (kResidual)
-        r[p] = load_raw<T, kPack>(a.residual + offset + col, col < slice_length);
+      for (int p = 0; p < kPacks; ++p) {
+        v[p] = next_v[p];
+        if constexpr (kResidual) r[p] = next_r[p];
+      }
+    } else {
+#pragma unroll
+      for (int p = 0; p < kPacks; ++p) {
+        const int64_t col = pack_col<kPack, kThreadsPerRow>(p, lane);
+        v[p] = load_raw<T, kPack>(a.x + offset + col, col < slice_length);
+        if constexpr (kResidual)
+          r[p] = load_raw<T, kPack>(a.residual + offset + col, col < slice_length);
+      }
     }
     if constexpr (kResidual) {
 #pragma unroll
@@ -431,8 +498,29 @@ __global__ void __launch_bounds__(block_threads_for<kThreadsPerRow>(),
         }
       }
     }
-    const RowStatistics<M> statistics = row_statistics<M, kCentered, kThreadsPerRow>(
-        v, lane, slice_length, a.cols, scratch, &published, cluster_blocks);
+    RowStatistics<M> statistics;
+    if constexpr (kPrefetch || kPush) {
+      // The next row's loads go out once this row's values are summed, before the row's
+      // reductions wait on the block and the cluster.
+      statistics = row_statistics_with<M, kCentered, kThreadsPerRow>(
+          v, lane, slice_length, a.cols, [&](State value, auto combine) {
+            if constexpr (kPrefetch) load_next(first_row + groups);
+            if constexpr (kPush) {
+              value = group_allreduce_with<kThreadsPerRow>(value, combine, State{}, scratch);
+              if (cluster_blocks > 1) {
+                value = row_engine::cluster_allreduce_pushed<Reduction<State, decltype(combine)>>(
+                    value, cluster_mailbox<State>(), cluster_blocks, round);
+              }
+              return value;
+            } else {
+              return row_allreduce<kThreadsPerRow>(value, combine, scratch, &published,
+                                                   cluster_blocks);
+            }
+          });
+    } else {
+      statistics = row_statistics<M, kCentered, kThreadsPerRow>(
+          v, lane, slice_length, a.cols, scratch, &published, cluster_blocks);
+    }
     const M mean = statistics.mean;
     const M variance = statistics.variance;
     const M rstd = M(1) / sqrt(variance + a.eps);  // sqrt, then divide: rsqrtf is 2 ulp
@@ -489,7 +577,14 @@ __global__ void __launch_bounds__(block_threads_for<kThreadsPerRow>(),
         a.rstd[row] = rstd;
       }
     }
-    if (cluster_blocks > 1) row_engine::wait_for_cluster_readers();
+    if constexpr (kPush) {
+      ++round;
+    } else if (cluster_blocks > 1) {
+      row_engine::wait_for_cluster_readers();
+    }
+  }
+  if constexpr (kPush) {
+    if (cluster_blocks > 1) row_engine::cluster_mailbox_close();
   }
 }
 
@@ -1196,6 +1291,27 @@ void with_register_shape(int64_t cols, F&& f) {
 // cluster of 16 (53% against 60%). 8 passed the CUDA tests; its speed is not yet measured.
 constexpr int kClusterResidualPacks = 8;
 
+// Launches kKernel (blocks of kBlockThreads over clusters, each thread holding cols_per_thread
+// values of a row) on the smallest cluster that holds a row, if any does; false if none.
+template <auto kKernel, int kBlockThreads, typename T, typename W>
+bool launch_forward_cluster(const ForwardArgs<T, W>& a, int cols_per_thread, cudaStream_t stream) {
+  constexpr int kPack = pack_size<T>();
+  const int cluster =
+      cluster_for<kKernel>(a.cols, int64_t{kBlockThreads} * cols_per_thread, kBlockThreads);
+  if (cluster == 0) return false;
+  const int64_t slice_cols = ceil_div(ceil_div(a.cols, cluster), kPack) * kPack;
+  // As many clusters as the GPU holds at once, each looping over rows, rather than a cluster a
+  // row: LayerNorm's forward on an H200 (2026-11-25, 512 MiB inputs) took bfloat16 rows of 131072
+  // 394 -> 349 us, float32 rows of 65536 360 -> 329 us, 32768 332 -> 319 us (rows of 32768
+  // bfloat16, and add_rmsnorm's at 32768, within the runs' spread).
+  const int64_t resident = active_clusters<kKernel>(cluster, kBlockThreads, 0);
+  const int64_t clusters =
+      std::clamp<int64_t>(resident > 0 ? resident : a.rows, 1,
+                          std::min<int64_t>(a.rows, std::numeric_limits<int>::max() / cluster));
+  launch_grid(kKernel, Launch{clusters * cluster, cluster, slice_cols, kBlockThreads}, stream, a);
+  return true;
+}
+
 // y = norm(x) * weight + bias for every row, and the rows' statistics; see ForwardArgs.
 template <typename T, typename W, bool kCentered, bool kResidual, int kPack>
 void launch_forward_with(const ForwardArgs<T, W>& a, cudaStream_t stream) {
@@ -1216,27 +1332,24 @@ void launch_forward_with(const ForwardArgs<T, W>& a, cudaStream_t stream) {
     return;
   }
   if constexpr (kPack > 1) {
-    // Up to 16 blocks' registers in a cluster on sm_90: the row is read from DRAM once.
+    // Up to 16 blocks' registers in a cluster on sm_90: the row is read from DRAM once. Rows
+    // that blocks loading ahead hold (kClusterPrefetchPacks) take them; the others, the blocks
+    // that load each row where it starts.
+    if constexpr (kClusterPrefetchPacks > 0 && !kResidual) {
+      constexpr int kPrefetchCols = kClusterPrefetchPacks * kPack;
+      if (launch_forward_cluster<
+              forward_rows_kernel<T, W, kCentered, kResidual, kPack, kPrefetchCols, kClusterThreads,
+                                  true, kClusterPush>,
+              kClusterThreads>(a, kPrefetchCols, stream))
+        return;
+    }
     constexpr int kColsPerThread =
         kResidual ? kClusterResidualPacks * kPack : kColsPerThreadMax<false, kPack, kInputs>;
-    constexpr auto kernel =
-        forward_rows_kernel<T, W, kCentered, kResidual, kPack, kColsPerThread, kMaxRowThreads>;
-    const int cluster =
-        cluster_for<kernel>(a.cols, int64_t{kMaxRowThreads} * kColsPerThread, kMaxRowThreads);
-    if (cluster > 0) {
-      const int64_t slice_cols = ceil_div(ceil_div(a.cols, cluster), kPack) * kPack;
-      // As many clusters as the GPU holds at once, each looping over rows, rather than a cluster
-      // a row: LayerNorm's forward on an H200 (2026-11-25, 512 MiB inputs) took bfloat16 rows of
-      // 131072 394 -> 349 us, float32 rows of 65536 360 -> 329 us, 32768 332 -> 319 us (rows of
-      // 32768 bfloat16, and add_rmsnorm's at 32768, within the runs' spread).
-      const int64_t resident = active_clusters<kernel>(cluster, kMaxRowThreads, 0);
-      const int64_t clusters =
-          std::clamp<int64_t>(resident > 0 ? resident : a.rows, 1,
-                              std::min<int64_t>(a.rows, std::numeric_limits<int>::max() / cluster));
-      launch_grid(kernel, Launch{clusters * cluster, cluster, slice_cols, kMaxRowThreads}, stream,
-                  a);
+    if (launch_forward_cluster<
+            forward_rows_kernel<T, W, kCentered, kResidual, kPack, kColsPerThread, kClusterThreads,
+                                false, kClusterPush>,
+            kClusterThreads>(a, kColsPerThread, stream))
       return;
-    }
   }
   // Longer still: a block per row reads it twice, the second time from L2 where it still is.
   constexpr auto kernel = forward_long_kernel<T, W, kCentered, kResidual>;
