@@ -298,7 +298,8 @@ if has_mode normtimes; then
     else vwork="$work-norm-variant-$i"; echo "== variant ${norm_variants[$i]}" | tee -a "$OUT/normtimes.log"; fi
     if [ "${NORMTIMES_FORWARD:-0}" = 1 ]; then
       timed_list=$(IFS=,; echo "${norm_timed[*]}")
-      python3 "$repo/scripts/norm_forward_times.py" "$vwork/generated_ops" "$timed_list" "${shapes[@]}" 2>&1 | tee -a "$OUT/normtimes.log"
+      # NORMTIMES_EACH_S: stop one build's timing after this many seconds (a variant that hangs).
+      timeout "${NORMTIMES_EACH_S:-0}" python3 "$repo/scripts/norm_forward_times.py" "$vwork/generated_ops" "$timed_list" "${shapes[@]}" 2>&1 | tee -a "$OUT/normtimes.log"
       [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
       continue
     fi

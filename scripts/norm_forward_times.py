@@ -9,7 +9,7 @@ Inputs as the generated bench makes them (make_inputs, no gradients); opgen.benc
 time_side_by_side (contenders in turn, L2 flushed before each call, 3 warm-up calls, the median of
 20). Each line: the op's forward in microseconds, and opgen's, eager's and the copy's GB/s with
 opgen's and eager's % of copy, counting the bytes the bench counts (FORWARD_TENSORS tensors of x's
-size).
+size), and the largest difference of its outputs from eager's (relative to their largest value).
 """
 
 from __future__ import annotations
@@ -38,9 +38,19 @@ def main() -> None:
             rows, cols = map(int, shape.split("x"))
             inputs = bench.make_inputs((rows, cols), dtype, "cuda", False)
             nbytes = inputs[0].numel() * inputs[0].element_size() * bench.FORWARD_TENSORS
+            # Not a test (the generated tests are): a check that the build timed computes the op,
+            # the largest difference from eager's outputs over their largest magnitude.
+            ours, theirs = bench.forward(*inputs), bench.reference(*inputs)
+            ours = ours if isinstance(ours, tuple) else (ours,)
+            theirs = theirs if isinstance(theirs, tuple) else (theirs,)
+            error = max(
+                float((a.double() - b.double()).abs().max() / b.double().abs().max())
+                for a, b in zip(ours, theirs, strict=True)
+            )
+            del ours, theirs
             contenders = {
-                "opgen": lambda inputs=inputs: bench.forward(*inputs),
-                "eager": lambda inputs=inputs: bench.reference(*inputs),
+                "opgen": lambda inputs=inputs, fn=bench.forward: fn(*inputs),
+                "eager": lambda inputs=inputs, fn=bench.reference: fn(*inputs),
                 "copy": _copy_contender(inputs, nbytes),
             }
             medians = time_side_by_side(contenders, "cuda", warmup=3, repetitions=20)
@@ -49,7 +59,7 @@ def main() -> None:
                 f"fwd {op:14s} {dtype_name:9s} {shape:>12s} {medians['opgen'] * 1e3:8.1f} us"
                 f" | opgen {gbps['opgen']:5.0f} GB/s {100 * gbps['opgen'] / gbps['copy']:5.1f}%"
                 f" | eager {gbps['eager']:5.0f} GB/s {100 * gbps['eager'] / gbps['copy']:5.1f}%"
-                f" | copy {gbps['copy']:5.0f} GB/s",
+                f" | copy {gbps['copy']:5.0f} GB/s | error {error:.1e}",
                 flush=True,
             )
             del inputs, contenders

@@ -7,7 +7,7 @@
 export OMP_NUM_THREADS=2 GPU_WORK=/tmp/opgen-gpu
 repo=$(pwd)
 began=$SECONDS
-NORMTIMES_FORWARD=1 NORMTIMES_REPEAT=1 NORMTIMES_OPS="layernorm add_layernorm add_rmsnorm" \
+NORMTIMES_FORWARD=1 NORMTIMES_REPEAT=1 NORMTIMES_EACH_S=45 NORMTIMES_OPS="layernorm add_layernorm add_rmsnorm" \
   NORMTIMES_VARIANTS="kClusterResidualPacks=4 kClusterPush=true kClusterPush=true,kClusterPrefetchPacks=4 kClusterThreads=1024" \
   NORMTIMES_SHAPES="float32 4096x32768 2048x65536 1024x131072 512x262144 bfloat16 4096x65536 2048x131072 1024x262144" \
   timeout "${TIMES_S:-220}" bash scripts/gpu_session.sh normtimes layernorm add_layernorm add_rmsnorm > "$OUT/session.log" 2>&1
