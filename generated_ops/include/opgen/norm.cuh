@@ -18,7 +18,8 @@
 // with a residual; 4096 or 8192 backward, which holds x, dy, the next row's x and dy, and the two
 // gradient accumulators); longer rows up to 16 times that are split over a cluster of blocks on
 // sm_90 (one DRAM read; a residual's clusters hold as much of each input as a plain row's, see
-// kClusterResidualPacks); anything longer reads the row twice, a block per row. Values are held in
+// kClusterResidualPacks; where 16 blocks would be needed, 8 blocks of 1024 threads, see
+// kWideClusterThreads); anything longer reads the row twice, a block per row. Values are held in
 // registers as loaded (Raw packs) and widened where used, so a thread keeps 128 bytes of loads in
 // flight forward; the backward's blocks loop over rows and load each next row ahead.
 #pragma once
@@ -396,21 +397,25 @@ __device__ __forceinline__ RowStatistics<M> row_statistics(const Raw<T, kPack> (
       });
 }
 
-// The forward over clusters (rows past one block's registers) in other forms, each a constant
-// here, to be measured on an H200 against main's clusters (docs/benchmarks/layernorm,
-// 2026-11-25d); all off, the cluster kernel is main's.
+// The forward over clusters (rows past one block's registers), two choices measured on an H200
+// against main's clusters (docs/benchmarks/layernorm, 2026-11-25d: the forward alone, 512 MiB
+// inputs):
+// - kWideClusterThreads: rows that clusters of 16 blocks of 512 threads would take go to clusters
+//   of 8 blocks of this many threads (0: off). Clusters of 16 leave SMs idle (14 resident, 224
+//   blocks where 264 fit; ncu: DRAM at 39% for LayerNorm float32 rows of 262144), and each row
+//   waits on 16 blocks. At 1024: LayerNorm float32 rows of 262144 574 -> 462 us, add_layernorm
+//   828 -> 693, add_rmsnorm 696 -> 614. Clusters of 8 or fewer stay at 512 threads (1024 there
+//   was slower: float32 rows of 32768-131072, 4-40%).
 // - kClusterPush: the row's cluster reduction by pushes into every block's mailbox, completing
 //   on an mbarrier (row_engine::cluster_allreduce_pushed), instead of a cluster barrier, reads of
-//   every block's shared memory, and a second barrier before the next row;
-// - kClusterPrefetchPacks: where not 0, rows that clusters of that many packs a thread hold are
-//   taken by blocks that load the next row's packs before the current row's reductions (a second
-//   set of registers), so that loads are in flight while a block waits on its cluster. Not with a
-//   residual: the next row's two inputs beside the row's sums spilled 64-100 bytes a thread at 4
-//   packs (nvcc 13.0, sm_90a, 64 registers), none without;
-// - kClusterThreads: the threads of a cluster's block (512: two blocks an SM; 1024: one).
+//   every block's shared memory, and a second barrier before the next row. Off: faster only where
+//   clusters of 16 ran (LayerNorm float32 262144: 574 -> 438 us), slower in others (float32
+//   131072: 360 -> 410 us; add_layernorm bfloat16 65536-262144: 5%), and not through the CUDA
+//   tests or compute-sanitizer (only compared with eager's outputs at the timed shapes).
+// (Blocks of 4 packs a thread loading the next row during the row's reductions, in registers,
+// were slower everywhere: LayerNorm bfloat16 rows of 65536 327 -> 441 us; removed.)
+constexpr int kWideClusterThreads = 1024;
 constexpr bool kClusterPush = false;
-constexpr int kClusterPrefetchPacks = 0;
-constexpr int kClusterThreads = 512;
 
 // The block's mailbox for row_engine::cluster_allreduce_pushed (kernels that push only).
 template <typename State>
@@ -419,10 +424,9 @@ __device__ __forceinline__ row_engine::ClusterMailbox<State>& cluster_mailbox() 
   return mailbox;
 }
 
-// kPrefetch and kPush (the cluster kernels' kClusterPrefetchPacks and kClusterPush) need blocks
-// of one row each.
+// kPush (kClusterPush) needs blocks of one row each.
 template <typename T, typename W, bool kCentered, bool kResidual, int kPack, int kColsPerThread,
-          int kThreadsPerRow, bool kPrefetch = false, bool kPush = false>
+          int kThreadsPerRow, bool kPush = false>
 __global__ void __launch_bounds__(block_threads_for<kThreadsPerRow>(),
                                   kRowBlocksPerSm<T, kPack, block_threads_for<kThreadsPerRow>()>)
     forward_rows_kernel(ForwardArgs<T, W> a, int64_t slice_cols, int cluster_blocks) {
@@ -440,27 +444,12 @@ __global__ void __launch_bounds__(block_threads_for<kThreadsPerRow>(),
   const int64_t slice_begin = rank * slice_cols;
   const int64_t slice_length = max(int64_t{0}, min(a.cols - slice_begin, slice_cols));
   const int64_t groups = gridDim.x / cluster_blocks;
-  static_assert(!(kPrefetch || kPush) || kRowsPerBlock == 1, "blocks of one row");
+  static_assert(!kPush || kRowsPerBlock == 1, "blocks of one row");
   if constexpr (kPush) {
     if (cluster_blocks > 1)
       row_engine::cluster_mailbox_init(cluster_mailbox<State>(), cluster_blocks);
   }
   [[maybe_unused]] uint32_t round = 0;  // kPush: the rows done
-  // kPrefetch: the next row's packs, loaded during the row before (the last row again past the
-  // end: one row a cluster read twice, and no predicate a load).
-  [[maybe_unused]] Raw<T, kPack> next_v[kPrefetch ? kPacks : 1];
-  [[maybe_unused]] Raw<T, kPack> next_r[kPrefetch && kResidual ? kPacks : 1];
-  const auto load_next = [&](int64_t first_row) {
-    const int64_t offset = min(first_row, a.rows - 1) * a.cols + slice_begin;
-#pragma unroll
-    for (int p = 0; p < kPacks; ++p) {
-      const int64_t col = pack_col<kPack, kThreadsPerRow>(p, lane);
-      next_v[p] = load_raw<T, kPack>(a.x + offset + col, col < slice_length);
-      if constexpr (kResidual)
-        next_r[p] = load_raw<T, kPack>(a.residual + offset + col, col < slice_length);
-    }
-  };
-  if constexpr (kPrefetch) load_next(blockIdx.x / cluster_blocks);
   // The whole block (cluster) steps together, so every thread reaches the barriers.
   for (int64_t first_row = blockIdx.x / cluster_blocks * kRowsPerBlock; first_row < a.rows;
        first_row += groups * kRowsPerBlock) {
@@ -470,20 +459,12 @@ __global__ void __launch_bounds__(block_threads_for<kThreadsPerRow>(),
     // Every load of the row first, then the sums: all of a thread's packs are in flight at once.
     Raw<T, kPack> v[kPacks];
     [[maybe_unused]] Raw<T, kPack> r[kResidual ? kPacks : 1];
-    if constexpr (kPrefetch) {
 #pragma unroll
-      for (int p = 0; p < kPacks; ++p) {
-        v[p] = next_v[p];
-        if constexpr (kResidual) r[p] = next_r[p];
-      }
-    } else {
-#pragma unroll
-      for (int p = 0; p < kPacks; ++p) {
-        const int64_t col = pack_col<kPack, kThreadsPerRow>(p, lane);
-        v[p] = load_raw<T, kPack>(a.x + offset + col, col < slice_length);
-        if constexpr (kResidual)
-          r[p] = load_raw<T, kPack>(a.residual + offset + col, col < slice_length);
-      }
+    for (int p = 0; p < kPacks; ++p) {
+      const int64_t col = pack_col<kPack, kThreadsPerRow>(p, lane);
+      v[p] = load_raw<T, kPack>(a.x + offset + col, col < slice_length);
+      if constexpr (kResidual)
+        r[p] = load_raw<T, kPack>(a.residual + offset + col, col < slice_length);
     }
     if constexpr (kResidual) {
 #pragma unroll
@@ -499,23 +480,15 @@ __global__ void __launch_bounds__(block_threads_for<kThreadsPerRow>(),
       }
     }
     RowStatistics<M> statistics;
-    if constexpr (kPrefetch || kPush) {
-      // The next row's loads go out once this row's values are summed, before the row's
-      // reductions wait on the block and the cluster.
+    if constexpr (kPush) {
       statistics = row_statistics_with<M, kCentered, kThreadsPerRow>(
           v, lane, slice_length, a.cols, [&](State value, auto combine) {
-            if constexpr (kPrefetch) load_next(first_row + groups);
-            if constexpr (kPush) {
-              value = group_allreduce_with<kThreadsPerRow>(value, combine, State{}, scratch);
-              if (cluster_blocks > 1) {
-                value = row_engine::cluster_allreduce_pushed<Reduction<State, decltype(combine)>>(
-                    value, cluster_mailbox<State>(), cluster_blocks, round);
-              }
-              return value;
-            } else {
-              return row_allreduce<kThreadsPerRow>(value, combine, scratch, &published,
-                                                   cluster_blocks);
+            value = group_allreduce_with<kThreadsPerRow>(value, combine, State{}, scratch);
+            if (cluster_blocks > 1) {
+              value = row_engine::cluster_allreduce_pushed<Reduction<State, decltype(combine)>>(
+                  value, cluster_mailbox<State>(), cluster_blocks, round);
             }
+            return value;
           });
     } else {
       statistics = row_statistics<M, kCentered, kThreadsPerRow>(
@@ -1286,9 +1259,11 @@ void with_register_shape(int64_t cols, F&& f) {
 
 // Packs of each input a thread of a cluster holds in the forward with a residual: 8, as a plain
 // row's, where the register rows hold 4 (float32: 64 registers a thread, none spilled; bfloat16
-// spills 8 bytes). At 4 (merged main 0b448ef) float32 rows past 131072 took the long-row kernel,
-// 36% of copy for add_layernorm at 262144 on an H200 against eager's 49%, and rows of 131072 a
-// cluster of 16 (53% against 60%). 8 passed the CUDA tests; its speed is not yet measured.
+// spills 36 bytes, as at 4). At 4 (merged main 0b448ef) float32 rows past 131072 took the long-row
+// kernel and rows of 131072 a cluster of 16. H200, the forward alone (2026-11-25d, 512 MiB
+// inputs), 4 -> 8: add_layernorm float32 rows of 131072 915 -> 629 us, 262144 1355 -> 828 (then
+// 693 with kWideClusterThreads), bfloat16 262144 858 -> 685; add_rmsnorm float32 262144 1067 ->
+// 696; rows of 32768-65536 2-7% faster but add_layernorm bfloat16 65536 (618 -> 638 us).
 constexpr int kClusterResidualPacks = 8;
 
 // Launches kKernel (blocks of kBlockThreads over clusters, each thread holding cols_per_thread
@@ -1332,23 +1307,23 @@ void launch_forward_with(const ForwardArgs<T, W>& a, cudaStream_t stream) {
     return;
   }
   if constexpr (kPack > 1) {
-    // Up to 16 blocks' registers in a cluster on sm_90: the row is read from DRAM once. Rows
-    // that blocks loading ahead hold (kClusterPrefetchPacks) take them; the others, the blocks
-    // that load each row where it starts.
-    if constexpr (kClusterPrefetchPacks > 0 && !kResidual) {
-      constexpr int kPrefetchCols = kClusterPrefetchPacks * kPack;
-      if (launch_forward_cluster<
-              forward_rows_kernel<T, W, kCentered, kResidual, kPack, kPrefetchCols, kClusterThreads,
-                                  true, kClusterPush>,
-              kClusterThreads>(a, kPrefetchCols, stream))
-        return;
-    }
+    // Up to 16 blocks' registers in a cluster on sm_90: the row is read from DRAM once.
     constexpr int kColsPerThread =
         kResidual ? kClusterResidualPacks * kPack : kColsPerThreadMax<false, kPack, kInputs>;
-    if (launch_forward_cluster<
-            forward_rows_kernel<T, W, kCentered, kResidual, kPack, kColsPerThread, kClusterThreads,
-                                false, kClusterPush>,
-            kClusterThreads>(a, kColsPerThread, stream))
+    constexpr int64_t kBlockCols = int64_t{kMaxRowThreads} * kColsPerThread;
+    if constexpr (kWideClusterThreads > 0) {
+      // Rows a cluster of 16 would take: a cluster of 8 wider blocks (kWideClusterThreads).
+      if (a.cols > kBlockCols * (kMaxClusterBlocks / 2) &&
+          a.cols <= kBlockCols * kMaxClusterBlocks &&
+          launch_forward_cluster<
+              forward_rows_kernel<T, W, kCentered, kResidual, kPack, kColsPerThread,
+                                  kWideClusterThreads, kClusterPush>,
+              kWideClusterThreads>(a, kColsPerThread, stream))
+        return;
+    }
+    if (launch_forward_cluster<forward_rows_kernel<T, W, kCentered, kResidual, kPack,
+                                                   kColsPerThread, kMaxRowThreads, kClusterPush>,
+                               kMaxRowThreads>(a, kColsPerThread, stream))
       return;
   }
   // Longer still: a block per row reads it twice, the second time from L2 where it still is.
