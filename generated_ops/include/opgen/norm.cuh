@@ -317,7 +317,7 @@ template <typename M, bool kCentered>
 using StatisticsState = std::conditional_t<kCentered, Moments<M>, M>;
 
 // `reduce(value, combine)` reduces a value over the row's threads, blocks and cluster (as
-// row_allreduce); the forward over clusters may also issue the next row's loads in it.
+// row_allreduce does in row_statistics; the pushed cluster reduction, kClusterPush, is another).
 template <typename M, bool kCentered, int kThreadsPerRow, typename T, int kPack, int kPacks,
           typename Reduce>
 __device__ __forceinline__ RowStatistics<M> row_statistics_with(const Raw<T, kPack> (&v)[kPacks],
@@ -404,8 +404,9 @@ __device__ __forceinline__ RowStatistics<M> row_statistics(const Raw<T, kPack> (
 //   of 8 blocks of this many threads (0: off). Clusters of 16 leave SMs idle (14 resident, 224
 //   blocks where 264 fit; ncu: DRAM at 39% for LayerNorm float32 rows of 262144), and each row
 //   waits on 16 blocks. At 1024: LayerNorm float32 rows of 262144 574 -> 462 us, add_layernorm
-//   828 -> 693, add_rmsnorm 696 -> 614. Clusters of 8 or fewer stay at 512 threads (1024 there
-//   was slower: float32 rows of 32768-131072, 4-40%).
+//   828 -> 693, add_rmsnorm 696 -> 614. Clusters of 8 or fewer stay at 512 threads: 1024 there
+//   was slower in most cells (up to 54%: LayerNorm float32 32768 and bfloat16 65536), faster in
+//   two (the residual forms' float32 rows of 65536, 2-4%).
 // - kClusterPush: the row's cluster reduction by pushes into every block's mailbox, completing
 //   on an mbarrier (row_engine::cluster_allreduce_pushed), instead of a cluster barrier, reads of
 //   every block's shared memory, and a second barrier before the next row. Off: faster only where
@@ -1259,11 +1260,12 @@ void with_register_shape(int64_t cols, F&& f) {
 
 // Packs of each input a thread of a cluster holds in the forward with a residual: 8, as a plain
 // row's, where the register rows hold 4 (float32: 64 registers a thread, none spilled; bfloat16
-// spills 36 bytes, as at 4). At 4 (merged main 0b448ef) float32 rows past 131072 took the long-row
-// kernel and rows of 131072 a cluster of 16. H200, the forward alone (2026-11-25d, 512 MiB
-// inputs), 4 -> 8: add_layernorm float32 rows of 131072 915 -> 629 us, 262144 1355 -> 828 (then
-// 693 with kWideClusterThreads), bfloat16 262144 858 -> 685; add_rmsnorm float32 262144 1067 ->
-// 696; rows of 32768-65536 2-7% faster but add_layernorm bfloat16 65536 (618 -> 638 us).
+// spills 36 bytes, none at 4: nvcc 13.0, sm_90a). At 4 (merged main 0b448ef) float32 rows past
+// 131072 took the long-row kernel and rows of 131072 a cluster of 16. H200, the forward alone
+// (2026-11-25d, 512 MiB inputs), 4 -> 8: add_layernorm float32 rows of 131072 915 -> 629 us, 262144
+// 1355 -> 828 (then 693 with kWideClusterThreads), bfloat16 262144 858 -> 685; add_rmsnorm float32
+// 262144 1067 -> 696; rows of 32768-65536 2-7% faster but add_layernorm bfloat16 65536 (618 -> 638
+// us).
 constexpr int kClusterResidualPacks = 8;
 
 // Launches kKernel (blocks of kBlockThreads over clusters, each thread holding cols_per_thread
