@@ -15,7 +15,8 @@
 #             MLPQUICK_VARIANTS: other headers to time first, see below)
 #   normtimes the norm ops' training step kernel by kernel (scripts/norm_kernel_times.py) on
 #             NORMTIMES_SHAPES (default: long rows, a dtype's name before its shapes), for each of
-#             NORMTIMES_VARIANTS first (see below), then for this tree
+#             NORMTIMES_VARIANTS first (see below), then for this tree (NORMTIMES_FORWARD=1: the
+#             forward only, against eager and a copy, scripts/norm_forward_times.py)
 # Device time is scarce, so one call does it all; logs and results land in $OUT. The workspace
 # lives in $GPU_WORK (default /tmp/opgen-gpu), so a second call on a warm machine rebuilds nothing.
 #
@@ -287,9 +288,21 @@ if has_mode normtimes; then
     cat "$OUT"/build-norm-variant-*.log >> "$OUT/build.log" && rm "$OUT"/build-norm-variant-*.log
   fi
   read -r -a shapes <<< "${NORMTIMES_SHAPES:-bfloat16 8192x32768 4096x65536 2048x131072 1024x262144 float32 4096x32768 2048x65536 512x262144}"
-  for i in "${!norm_variants[@]}" this; do
+  # NORMTIMES_FORWARD=1: the forward only, every op in one process a build
+  # (scripts/norm_forward_times.py: the op, eager and a copy side by side), instead of the training
+  # step kernel by kernel. NORMTIMES_REPEAT=1: the first variant timed again after the tree.
+  order=("${!norm_variants[@]}" this)
+  [ "${NORMTIMES_REPEAT:-0}" = 1 ] && [ ${#norm_variants[@]} -gt 0 ] && order+=(0)
+  for i in "${order[@]}"; do
     if [ "$i" = this ]; then vwork=$work; echo "== this tree" | tee -a "$OUT/normtimes.log"
     else vwork="$work-norm-variant-$i"; echo "== variant ${norm_variants[$i]}" | tee -a "$OUT/normtimes.log"; fi
+    if [ "${NORMTIMES_FORWARD:-0}" = 1 ]; then
+      timed_list=$(IFS=,; echo "${norm_timed[*]}")
+      # NORMTIMES_EACH_S: stop one build's timing after this many seconds (a variant that hangs).
+      timeout "${NORMTIMES_EACH_S:-0}" python3 "$repo/scripts/norm_forward_times.py" "$vwork/generated_ops" "$timed_list" "${shapes[@]}" 2>&1 | tee -a "$OUT/normtimes.log"
+      [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
+      continue
+    fi
     for op in "${norm_timed[@]}"; do
       python3 "$repo/scripts/norm_kernel_times.py" "$vwork/generated_ops" "$op" "${shapes[@]}" 2>&1 | tee -a "$OUT/normtimes.log"
       [ "${PIPESTATUS[0]}" -eq 0 ] || status=1

@@ -17,7 +17,9 @@
 // or up to 16 warps (16-byte path: up to 16384 float32 or 32768 bfloat16 values forward, half that
 // with a residual; 4096 or 8192 backward, which holds x, dy, the next row's x and dy, and the two
 // gradient accumulators); longer rows up to 16 times that are split over a cluster of blocks on
-// sm_90 (one DRAM read); anything longer reads the row twice, a block per row. Values are held in
+// sm_90 (one DRAM read; a residual's clusters hold as much of each input as a plain row's, see
+// kClusterResidualPacks; where 16 blocks would be needed, 8 blocks of 1024 threads, see
+// kWideClusterThreads); anything longer reads the row twice, a block per row. Values are held in
 // registers as loaded (Raw packs) and widened where used, so a thread keeps 128 bytes of loads in
 // flight forward; the backward's blocks loop over rows and load each next row ahead.
 #pragma once
@@ -314,20 +316,20 @@ struct RowStatistics {
 template <typename M, bool kCentered>
 using StatisticsState = std::conditional_t<kCentered, Moments<M>, M>;
 
-template <typename M, bool kCentered, int kThreadsPerRow, typename T, int kPack, int kPacks>
-__device__ __forceinline__ RowStatistics<M> row_statistics(const Raw<T, kPack> (&v)[kPacks],
-                                                           int lane, int64_t slice_length,
-                                                           int64_t cols,
-                                                           StatisticsState<M, kCentered>* scratch,
-                                                           StatisticsState<M, kCentered>* published,
-                                                           int cluster_blocks) {
+// `reduce(value, combine)` reduces a value over the row's threads, blocks and cluster (as
+// row_allreduce does in row_statistics; the pushed cluster reduction, kClusterPush, is another).
+template <typename M, bool kCentered, int kThreadsPerRow, typename T, int kPack, int kPacks,
+          typename Reduce>
+__device__ __forceinline__ RowStatistics<M> row_statistics_with(const Raw<T, kPack> (&v)[kPacks],
+                                                                int lane, int64_t slice_length,
+                                                                int64_t cols, Reduce&& reduce) {
   if constexpr (!kCentered) {
     M squares = 0;
 #pragma unroll
     for (int p = 0; p < kPacks; ++p)
 #pragma unroll
       for (int j = 0; j < kPack; ++j) squares += value_of<M>(v[p], j) * value_of<M>(v[p], j);
-    squares = row_allreduce<kThreadsPerRow>(squares, SumOp(), scratch, published, cluster_blocks);
+    squares = reduce(squares, SumOp());
     return {M(0), squares / M(cols)};
   } else {
     M total = 0;
@@ -375,15 +377,57 @@ __device__ __forceinline__ RowStatistics<M> row_statistics(const Raw<T, kPack> (
                            : valid > 0 ? total / M(valid)
                                        : M(0);
       Moments<M> state{M(valid), local_mean, squared_deviations(local_mean)};
-      state =
-          row_allreduce<kThreadsPerRow>(state, MergeMoments(), scratch, published, cluster_blocks);
+      state = reduce(state, MergeMoments());
       return {state.mean, state.m2 / M(cols)};
     }
   }
 }
 
+// row_statistics_with row_allreduce over the block's shared slots.
+template <typename M, bool kCentered, int kThreadsPerRow, typename T, int kPack, int kPacks>
+__device__ __forceinline__ RowStatistics<M> row_statistics(const Raw<T, kPack> (&v)[kPacks],
+                                                           int lane, int64_t slice_length,
+                                                           int64_t cols,
+                                                           StatisticsState<M, kCentered>* scratch,
+                                                           StatisticsState<M, kCentered>* published,
+                                                           int cluster_blocks) {
+  return row_statistics_with<M, kCentered, kThreadsPerRow>(
+      v, lane, slice_length, cols, [&](StatisticsState<M, kCentered> value, auto combine) {
+        return row_allreduce<kThreadsPerRow>(value, combine, scratch, published, cluster_blocks);
+      });
+}
+
+// The forward over clusters (rows past one block's registers), two choices measured on an H200
+// against main's clusters (docs/benchmarks/layernorm, 2026-11-25d: the forward alone, 512 MiB
+// inputs):
+// - kWideClusterThreads: rows that clusters of 16 blocks of 512 threads would take go to clusters
+//   of 8 blocks of this many threads (0: off). Clusters of 16 leave SMs idle (14 resident, 224
+//   blocks where 264 fit; ncu: DRAM at 39% for LayerNorm float32 rows of 262144), and each row
+//   waits on 16 blocks. At 1024: LayerNorm float32 rows of 262144 574 -> 462 us, add_layernorm
+//   828 -> 693, add_rmsnorm 696 -> 614. Clusters of 8 or fewer stay at 512 threads: 1024 there
+//   was slower in most cells (up to 54%: LayerNorm float32 32768 and bfloat16 65536), faster in
+//   two (the residual forms' float32 rows of 65536, 2-4%).
+// - kClusterPush: the row's cluster reduction by pushes into every block's mailbox, completing
+//   on an mbarrier (row_engine::cluster_allreduce_pushed), instead of a cluster barrier, reads of
+//   every block's shared memory, and a second barrier before the next row. Off: faster only where
+//   clusters of 16 ran (LayerNorm float32 262144: 574 -> 438 us), slower in others (float32
+//   131072: 360 -> 410 us; add_layernorm bfloat16 65536-262144: 5%), and not through the CUDA
+//   tests or compute-sanitizer (only compared with eager's outputs at the timed shapes).
+// (Blocks of 4 packs a thread loading the next row during the row's reductions, in registers,
+// were slower everywhere: LayerNorm bfloat16 rows of 65536 327 -> 441 us; removed.)
+constexpr int kWideClusterThreads = 1024;
+constexpr bool kClusterPush = false;
+
+// The block's mailbox for row_engine::cluster_allreduce_pushed (kernels that push only).
+template <typename State>
+__device__ __forceinline__ row_engine::ClusterMailbox<State>& cluster_mailbox() {
+  __shared__ row_engine::ClusterMailbox<State> mailbox;
+  return mailbox;
+}
+
+// kPush (kClusterPush) needs blocks of one row each.
 template <typename T, typename W, bool kCentered, bool kResidual, int kPack, int kColsPerThread,
-          int kThreadsPerRow>
+          int kThreadsPerRow, bool kPush = false>
 __global__ void __launch_bounds__(block_threads_for<kThreadsPerRow>(),
                                   kRowBlocksPerSm<T, kPack, block_threads_for<kThreadsPerRow>()>)
     forward_rows_kernel(ForwardArgs<T, W> a, int64_t slice_cols, int cluster_blocks) {
@@ -401,6 +445,12 @@ __global__ void __launch_bounds__(block_threads_for<kThreadsPerRow>(),
   const int64_t slice_begin = rank * slice_cols;
   const int64_t slice_length = max(int64_t{0}, min(a.cols - slice_begin, slice_cols));
   const int64_t groups = gridDim.x / cluster_blocks;
+  static_assert(!kPush || kRowsPerBlock == 1, "blocks of one row");
+  if constexpr (kPush) {
+    if (cluster_blocks > 1)
+      row_engine::cluster_mailbox_init(cluster_mailbox<State>(), cluster_blocks);
+  }
+  [[maybe_unused]] uint32_t round = 0;  // kPush: the rows done
   // The whole block (cluster) steps together, so every thread reaches the barriers.
   for (int64_t first_row = blockIdx.x / cluster_blocks * kRowsPerBlock; first_row < a.rows;
        first_row += groups * kRowsPerBlock) {
@@ -430,8 +480,21 @@ __global__ void __launch_bounds__(block_threads_for<kThreadsPerRow>(),
         }
       }
     }
-    const RowStatistics<M> statistics = row_statistics<M, kCentered, kThreadsPerRow>(
-        v, lane, slice_length, a.cols, scratch, &published, cluster_blocks);
+    RowStatistics<M> statistics;
+    if constexpr (kPush) {
+      statistics = row_statistics_with<M, kCentered, kThreadsPerRow>(
+          v, lane, slice_length, a.cols, [&](State value, auto combine) {
+            value = group_allreduce_with<kThreadsPerRow>(value, combine, State{}, scratch);
+            if (cluster_blocks > 1) {
+              value = row_engine::cluster_allreduce_pushed<Reduction<State, decltype(combine)>>(
+                  value, cluster_mailbox<State>(), cluster_blocks, round);
+            }
+            return value;
+          });
+    } else {
+      statistics = row_statistics<M, kCentered, kThreadsPerRow>(
+          v, lane, slice_length, a.cols, scratch, &published, cluster_blocks);
+    }
     const M mean = statistics.mean;
     const M variance = statistics.variance;
     const M rstd = M(1) / sqrt(variance + a.eps);  // sqrt, then divide: rsqrtf is 2 ulp
@@ -488,7 +551,14 @@ __global__ void __launch_bounds__(block_threads_for<kThreadsPerRow>(),
         a.rstd[row] = rstd;
       }
     }
-    if (cluster_blocks > 1) row_engine::wait_for_cluster_readers();
+    if constexpr (kPush) {
+      ++round;
+    } else if (cluster_blocks > 1) {
+      row_engine::wait_for_cluster_readers();
+    }
+  }
+  if constexpr (kPush) {
+    if (cluster_blocks > 1) row_engine::cluster_mailbox_close();
   }
 }
 
@@ -1229,6 +1299,37 @@ void with_register_shape(int64_t cols, F&& f) {
   f(IntConstant<kColsPerThread>(), IntConstant<kCapacity / kColsPerThread>());
 }
 
+// Packs of each input a thread of a cluster holds in the forward with a residual: 8, as a plain
+// row's, where the register rows hold 4 (float32: 64 registers a thread, none spilled; bfloat16
+// spills 36 bytes, none at 4: nvcc 13.0, sm_90a). At 4 (merged main 0b448ef) float32 rows past
+// 131072 took the long-row kernel and rows of 131072 a cluster of 16. H200, the forward alone
+// (2026-11-25d, 512 MiB inputs), 4 -> 8: add_layernorm float32 rows of 131072 915 -> 629 us, 262144
+// 1355 -> 828 (then 693 with kWideClusterThreads), bfloat16 262144 858 -> 685; add_rmsnorm float32
+// 262144 1067 -> 696; rows of 32768-65536 2-7% faster but add_layernorm bfloat16 65536 (618 -> 638
+// us).
+constexpr int kClusterResidualPacks = 8;
+
+// Launches kKernel (blocks of kBlockThreads over clusters, each thread holding cols_per_thread
+// values of a row) on the smallest cluster that holds a row, if any does; false if none.
+template <auto kKernel, int kBlockThreads, typename T, typename W>
+bool launch_forward_cluster(const ForwardArgs<T, W>& a, int cols_per_thread, cudaStream_t stream) {
+  constexpr int kPack = pack_size<T>();
+  const int cluster =
+      cluster_for<kKernel>(a.cols, int64_t{kBlockThreads} * cols_per_thread, kBlockThreads);
+  if (cluster == 0) return false;
+  const int64_t slice_cols = ceil_div(ceil_div(a.cols, cluster), kPack) * kPack;
+  // As many clusters as the GPU holds at once, each looping over rows, rather than a cluster a
+  // row: LayerNorm's forward on an H200 (2026-11-25, 512 MiB inputs) took bfloat16 rows of 131072
+  // 394 -> 349 us, float32 rows of 65536 360 -> 329 us, 32768 332 -> 319 us (rows of 32768
+  // bfloat16, and add_rmsnorm's at 32768, within the runs' spread).
+  const int64_t resident = active_clusters<kKernel>(cluster, kBlockThreads, 0);
+  const int64_t clusters =
+      std::clamp<int64_t>(resident > 0 ? resident : a.rows, 1,
+                          std::min<int64_t>(a.rows, std::numeric_limits<int>::max() / cluster));
+  launch_grid(kKernel, Launch{clusters * cluster, cluster, slice_cols, kBlockThreads}, stream, a);
+  return true;
+}
+
 // y = norm(x) * weight + bias for every row, and the rows' statistics; see ForwardArgs.
 template <typename T, typename W, bool kCentered, bool kResidual, int kPack>
 void launch_forward_with(const ForwardArgs<T, W>& a, cudaStream_t stream) {
@@ -1250,25 +1351,23 @@ void launch_forward_with(const ForwardArgs<T, W>& a, cudaStream_t stream) {
   }
   if constexpr (kPack > 1) {
     // Up to 16 blocks' registers in a cluster on sm_90: the row is read from DRAM once.
-    constexpr int kColsPerThread = kColsPerThreadMax<false, kPack, kInputs>;
-    constexpr auto kernel =
-        forward_rows_kernel<T, W, kCentered, kResidual, kPack, kColsPerThread, kMaxRowThreads>;
-    const int cluster =
-        cluster_for<kernel>(a.cols, kRegisterCols<T, false, kPack, kInputs>, kMaxRowThreads);
-    if (cluster > 0) {
-      const int64_t slice_cols = ceil_div(ceil_div(a.cols, cluster), kPack) * kPack;
-      // As many clusters as the GPU holds at once, each looping over rows, rather than a cluster
-      // a row: LayerNorm's forward on an H200 (2026-11-25, 512 MiB inputs) took bfloat16 rows of
-      // 131072 394 -> 349 us, float32 rows of 65536 360 -> 329 us, 32768 332 -> 319 us (rows of
-      // 32768 bfloat16, and add_rmsnorm's at 32768, within the runs' spread).
-      const int64_t resident = active_clusters<kernel>(cluster, kMaxRowThreads, 0);
-      const int64_t clusters =
-          std::clamp<int64_t>(resident > 0 ? resident : a.rows, 1,
-                              std::min<int64_t>(a.rows, std::numeric_limits<int>::max() / cluster));
-      launch_grid(kernel, Launch{clusters * cluster, cluster, slice_cols, kMaxRowThreads}, stream,
-                  a);
-      return;
+    constexpr int kColsPerThread =
+        kResidual ? kClusterResidualPacks * kPack : kColsPerThreadMax<false, kPack, kInputs>;
+    constexpr int64_t kBlockCols = int64_t{kMaxRowThreads} * kColsPerThread;
+    if constexpr (kWideClusterThreads > 0) {
+      // Rows a cluster of 16 would take: a cluster of 8 wider blocks (kWideClusterThreads).
+      if (a.cols > kBlockCols * (kMaxClusterBlocks / 2) &&
+          a.cols <= kBlockCols * kMaxClusterBlocks &&
+          launch_forward_cluster<
+              forward_rows_kernel<T, W, kCentered, kResidual, kPack, kColsPerThread,
+                                  kWideClusterThreads, kClusterPush>,
+              kWideClusterThreads>(a, kColsPerThread, stream))
+        return;
     }
+    if (launch_forward_cluster<forward_rows_kernel<T, W, kCentered, kResidual, kPack,
+                                                   kColsPerThread, kMaxRowThreads, kClusterPush>,
+                               kMaxRowThreads>(a, kColsPerThread, stream))
+      return;
   }
   // Longer still: a block per row reads it twice, the second time from L2 where it still is.
   constexpr auto kernel = forward_long_kernel<T, W, kCentered, kResidual>;

@@ -278,6 +278,88 @@ __device__ __forceinline__ void wait_for_cluster_readers() {
 #endif
 }
 
+// The same reduction by pushes, for blocks that loop over rows: each block writes its State
+// into a slot of every block of the cluster (distributed shared memory) and arrives on that
+// block's mbarrier; each block then waits on its own barrier only and combines the slots in rank
+// order, as cluster_allreduce does (the same bits in every block). No cluster barrier a row: a
+// block goes on as soon as every State has reached it, and nothing waits for readers.
+//
+// Two sets of slots and barriers, by the parity of the row's round: a block writes round r + 2's
+// State into a slot only after its own round r + 1 has completed, which needs every block's round
+// r + 1 State, which each block sends only after it has read its round r slots (the block
+// reduction before it has barriers). For the same reason no round r + 2 arrival can reach a
+// barrier before its round r phase is complete. The blocks of a cluster must run the same rounds.
+template <typename State>
+struct ClusterMailbox {
+  State slot[2][kMaxClusterBlocks];
+  uint64_t arrived[2];  // mbarriers, each expecting one arrival from every block of the cluster
+};
+
+// Before the first round, by every thread of the block: the barriers initialized and the whole
+// cluster past that (a block must not arrive on a peer's barrier before the peer set it up).
+template <typename State>
+__device__ __forceinline__ void cluster_mailbox_init(ClusterMailbox<State>& box,
+                                                     int cluster_blocks) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  if (threadIdx.x == 0) {
+    for (int i = 0; i < 2; ++i) {
+      const auto barrier = static_cast<uint32_t>(__cvta_generic_to_shared(&box.arrived[i]));
+      asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(barrier), "r"(cluster_blocks)
+                   : "memory");
+    }
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+  }
+  cooperative_groups::this_cluster().sync();
+#else
+  (void)box;
+  (void)cluster_blocks;
+#endif
+}
+
+// `state` is the block's (every thread holds the same); `round` counts the block's rounds from 0.
+template <typename Fn, typename State>
+__device__ __forceinline__ State cluster_allreduce_pushed(State state, ClusterMailbox<State>& box,
+                                                          int cluster_blocks, uint32_t round) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  namespace cg = cooperative_groups;
+  const cg::cluster_group cluster = cg::this_cluster();
+  const uint32_t set = round % 2;
+  if (static_cast<int>(threadIdx.x) < cluster_blocks) {
+    // Thread t sends to block t: its slot for this block, then its barrier (release at cluster
+    // scope: the slot's write is visible to whoever sees the arrival).
+    const int to = static_cast<int>(threadIdx.x);
+    *cluster.map_shared_rank(&box.slot[set][cluster.block_rank()], to) = state;
+    const auto local = static_cast<uint32_t>(__cvta_generic_to_shared(&box.arrived[set]));
+    uint32_t remote;
+    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(local), "r"(to));
+    asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];" ::"r"(remote)
+                 : "memory");
+  }
+  const auto barrier = static_cast<uint32_t>(__cvta_generic_to_shared(&box.arrived[set]));
+  asm volatile(
+      "{\n.reg .pred done;\nwait_%=:\n"
+      "mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 done, [%0], %1;\n"
+      "@!done bra wait_%=;\n}\n" ::"r"(barrier),
+      "r"((round / 2) % 2)
+      : "memory");
+  const int lane = threadIdx.x % kWarpSize;
+  const State part = lane < cluster_blocks ? box.slot[set][lane] : Fn::identity();
+  state = warp_allreduce_with(part, typename Fn::Combine());
+#else
+  (void)box;
+  (void)cluster_blocks;
+  (void)round;
+#endif
+  return state;
+}
+
+// After the last round: no block leaves while a peer may still write into its slots.
+__device__ __forceinline__ void cluster_mailbox_close() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  cooperative_groups::this_cluster().sync();
+#endif
+}
+
 // ---- Longer rows: a block, or a cluster of blocks, per row, in registers and shared memory. ----
 
 constexpr int kRowBlockThreads = 256;
