@@ -316,20 +316,20 @@ struct RowStatistics {
 template <typename M, bool kCentered>
 using StatisticsState = std::conditional_t<kCentered, Moments<M>, M>;
 
-// `reduce(value, combine)` reduces a value over the row's threads, blocks and cluster (as
-// row_allreduce does in row_statistics; the pushed cluster reduction, kClusterPush, is another).
-template <typename M, bool kCentered, int kThreadsPerRow, typename T, int kPack, int kPacks,
-          typename Reduce>
-__device__ __forceinline__ RowStatistics<M> row_statistics_with(const Raw<T, kPack> (&v)[kPacks],
-                                                                int lane, int64_t slice_length,
-                                                                int64_t cols, Reduce&& reduce) {
+template <typename M, bool kCentered, int kThreadsPerRow, typename T, int kPack, int kPacks>
+__device__ __forceinline__ RowStatistics<M> row_statistics(const Raw<T, kPack> (&v)[kPacks],
+                                                           int lane, int64_t slice_length,
+                                                           int64_t cols,
+                                                           StatisticsState<M, kCentered>* scratch,
+                                                           StatisticsState<M, kCentered>* published,
+                                                           int cluster_blocks) {
   if constexpr (!kCentered) {
     M squares = 0;
 #pragma unroll
     for (int p = 0; p < kPacks; ++p)
 #pragma unroll
       for (int j = 0; j < kPack; ++j) squares += value_of<M>(v[p], j) * value_of<M>(v[p], j);
-    squares = reduce(squares, SumOp());
+    squares = row_allreduce<kThreadsPerRow>(squares, SumOp(), scratch, published, cluster_blocks);
     return {M(0), squares / M(cols)};
   } else {
     M total = 0;
@@ -377,24 +377,11 @@ __device__ __forceinline__ RowStatistics<M> row_statistics_with(const Raw<T, kPa
                            : valid > 0 ? total / M(valid)
                                        : M(0);
       Moments<M> state{M(valid), local_mean, squared_deviations(local_mean)};
-      state = reduce(state, MergeMoments());
+      state =
+          row_allreduce<kThreadsPerRow>(state, MergeMoments(), scratch, published, cluster_blocks);
       return {state.mean, state.m2 / M(cols)};
     }
   }
-}
-
-// row_statistics_with row_allreduce over the block's shared slots.
-template <typename M, bool kCentered, int kThreadsPerRow, typename T, int kPack, int kPacks>
-__device__ __forceinline__ RowStatistics<M> row_statistics(const Raw<T, kPack> (&v)[kPacks],
-                                                           int lane, int64_t slice_length,
-                                                           int64_t cols,
-                                                           StatisticsState<M, kCentered>* scratch,
-                                                           StatisticsState<M, kCentered>* published,
-                                                           int cluster_blocks) {
-  return row_statistics_with<M, kCentered, kThreadsPerRow>(
-      v, lane, slice_length, cols, [&](StatisticsState<M, kCentered> value, auto combine) {
-        return row_allreduce<kThreadsPerRow>(value, combine, scratch, published, cluster_blocks);
-      });
 }
 
 // The forward over clusters (rows past one block's registers), two choices measured on an H200
@@ -407,27 +394,16 @@ __device__ __forceinline__ RowStatistics<M> row_statistics(const Raw<T, kPack> (
 //   828 -> 693, add_rmsnorm 696 -> 614. Clusters of 8 or fewer stay at 512 threads: 1024 there
 //   was slower in most cells (up to 54%: LayerNorm float32 32768 and bfloat16 65536), faster in
 //   two (the residual forms' float32 rows of 65536, 2-4%).
-// - kClusterPush: the row's cluster reduction by pushes into every block's mailbox, completing
-//   on an mbarrier (row_engine::cluster_allreduce_pushed), instead of a cluster barrier, reads of
-//   every block's shared memory, and a second barrier before the next row. Off: faster only where
-//   clusters of 16 ran (LayerNorm float32 262144: 574 -> 438 us), slower in others (float32
-//   131072: 360 -> 410 us; add_layernorm bfloat16 65536-262144: 5%), and not through the CUDA
-//   tests or compute-sanitizer (only compared with eager's outputs at the timed shapes).
-// (Blocks of 4 packs a thread loading the next row during the row's reductions, in registers,
-// were slower everywhere: LayerNorm bfloat16 rows of 65536 327 -> 441 us; removed.)
+// Two others were slower and are not kept (branch issue-21-fwd, b28a567): the row's cluster
+// reduction by pushes into every block's shared memory, completing on an mbarrier instead of
+// cluster barriers (faster only where clusters of 16 ran, LayerNorm float32 262144 574 -> 438
+// us, which wide clusters now take; float32 131072 360 -> 410 us, add_layernorm bfloat16
+// 65536-262144 5% slower); and blocks of 4 packs a thread loading the next row during the row's
+// reductions, in registers (LayerNorm bfloat16 rows of 65536 327 -> 441 us).
 constexpr int kWideClusterThreads = 1024;
-constexpr bool kClusterPush = false;
 
-// The block's mailbox for row_engine::cluster_allreduce_pushed (kernels that push only).
-template <typename State>
-__device__ __forceinline__ row_engine::ClusterMailbox<State>& cluster_mailbox() {
-  __shared__ row_engine::ClusterMailbox<State> mailbox;
-  return mailbox;
-}
-
-// kPush (kClusterPush) needs blocks of one row each.
 template <typename T, typename W, bool kCentered, bool kResidual, int kPack, int kColsPerThread,
-          int kThreadsPerRow, bool kPush = false>
+          int kThreadsPerRow>
 __global__ void __launch_bounds__(block_threads_for<kThreadsPerRow>(),
                                   kRowBlocksPerSm<T, kPack, block_threads_for<kThreadsPerRow>()>)
     forward_rows_kernel(ForwardArgs<T, W> a, int64_t slice_cols, int cluster_blocks) {
@@ -445,12 +421,6 @@ __global__ void __launch_bounds__(block_threads_for<kThreadsPerRow>(),
   const int64_t slice_begin = rank * slice_cols;
   const int64_t slice_length = max(int64_t{0}, min(a.cols - slice_begin, slice_cols));
   const int64_t groups = gridDim.x / cluster_blocks;
-  static_assert(!kPush || kRowsPerBlock == 1, "blocks of one row");
-  if constexpr (kPush) {
-    if (cluster_blocks > 1)
-      row_engine::cluster_mailbox_init(cluster_mailbox<State>(), cluster_blocks);
-  }
-  [[maybe_unused]] uint32_t round = 0;  // kPush: the rows done
   // The whole block (cluster) steps together, so every thread reaches the barriers.
   for (int64_t first_row = blockIdx.x / cluster_blocks * kRowsPerBlock; first_row < a.rows;
        first_row += groups * kRowsPerBlock) {
@@ -480,21 +450,8 @@ __global__ void __launch_bounds__(block_threads_for<kThreadsPerRow>(),
         }
       }
     }
-    RowStatistics<M> statistics;
-    if constexpr (kPush) {
-      statistics = row_statistics_with<M, kCentered, kThreadsPerRow>(
-          v, lane, slice_length, a.cols, [&](State value, auto combine) {
-            value = group_allreduce_with<kThreadsPerRow>(value, combine, State{}, scratch);
-            if (cluster_blocks > 1) {
-              value = row_engine::cluster_allreduce_pushed<Reduction<State, decltype(combine)>>(
-                  value, cluster_mailbox<State>(), cluster_blocks, round);
-            }
-            return value;
-          });
-    } else {
-      statistics = row_statistics<M, kCentered, kThreadsPerRow>(
-          v, lane, slice_length, a.cols, scratch, &published, cluster_blocks);
-    }
+    const RowStatistics<M> statistics = row_statistics<M, kCentered, kThreadsPerRow>(
+        v, lane, slice_length, a.cols, scratch, &published, cluster_blocks);
     const M mean = statistics.mean;
     const M variance = statistics.variance;
     const M rstd = M(1) / sqrt(variance + a.eps);  // sqrt, then divide: rsqrtf is 2 ulp
@@ -551,14 +508,7 @@ __global__ void __launch_bounds__(block_threads_for<kThreadsPerRow>(),
         a.rstd[row] = rstd;
       }
     }
-    if constexpr (kPush) {
-      ++round;
-    } else if (cluster_blocks > 1) {
-      row_engine::wait_for_cluster_readers();
-    }
-  }
-  if constexpr (kPush) {
-    if (cluster_blocks > 1) row_engine::cluster_mailbox_close();
+    if (cluster_blocks > 1) row_engine::wait_for_cluster_readers();
   }
 }
 
@@ -1358,15 +1308,14 @@ void launch_forward_with(const ForwardArgs<T, W>& a, cudaStream_t stream) {
       // Rows a cluster of 16 would take: a cluster of 8 wider blocks (kWideClusterThreads).
       if (a.cols > kBlockCols * (kMaxClusterBlocks / 2) &&
           a.cols <= kBlockCols * kMaxClusterBlocks &&
-          launch_forward_cluster<
-              forward_rows_kernel<T, W, kCentered, kResidual, kPack, kColsPerThread,
-                                  kWideClusterThreads, kClusterPush>,
-              kWideClusterThreads>(a, kColsPerThread, stream))
+          launch_forward_cluster<forward_rows_kernel<T, W, kCentered, kResidual, kPack,
+                                                     kColsPerThread, kWideClusterThreads>,
+                                 kWideClusterThreads>(a, kColsPerThread, stream))
         return;
     }
-    if (launch_forward_cluster<forward_rows_kernel<T, W, kCentered, kResidual, kPack,
-                                                   kColsPerThread, kMaxRowThreads, kClusterPush>,
-                               kMaxRowThreads>(a, kColsPerThread, stream))
+    if (launch_forward_cluster<
+            forward_rows_kernel<T, W, kCentered, kResidual, kPack, kColsPerThread, kMaxRowThreads>,
+            kMaxRowThreads>(a, kColsPerThread, stream))
       return;
   }
   // Longer still: a block per row reads it twice, the second time from L2 where it still is.
