@@ -1256,7 +1256,7 @@ void with_register_shape(int64_t cols, F&& f) {
 // (2026-11-25d, 512 MiB inputs), 4 -> 8: add_layernorm float32 rows of 131072 915 -> 629 us, 262144
 // 1355 -> 828 (then 693 with kWideClusterThreads), bfloat16 262144 858 -> 685; add_rmsnorm float32
 // 262144 1067 -> 696; rows of 32768-65536 2-7% faster but add_layernorm bfloat16 65536 (618 -> 638
-// us).
+// us). 16-bit rows that one block holds at 8 packs keep 4 (see launch_forward_with).
 constexpr int kClusterResidualPacks = 8;
 
 // Launches kKernel (blocks of kBlockThreads over clusters, each thread holding cols_per_thread
@@ -1304,6 +1304,19 @@ void launch_forward_with(const ForwardArgs<T, W>& a, cudaStream_t stream) {
     constexpr int kColsPerThread =
         kResidual ? kClusterResidualPacks * kPack : kColsPerThreadMax<false, kPack, kInputs>;
     constexpr int64_t kBlockCols = int64_t{kMaxRowThreads} * kColsPerThread;
+    if constexpr (kResidual && sizeof(T) < 4) {
+      // 16-bit rows with a residual that one block would hold at kClusterResidualPacks (which
+      // spills there) take clusters of 2 at 4 packs a thread, none spilled (main's path before
+      // kClusterResidualPacks). The sweep of 6140aa3 (2026-11-25d), rows of 32768 bfloat16,
+      // forward: add_layernorm 81% of copy at 4 packs (0b448ef), 62% at 8; add_rmsnorm 84, 79.
+      // From 65536 up the 8 packs' smaller clusters pay: add_rmsnorm 83 -> 89 at 65536.
+      constexpr int kUnspilledCols = kColsPerThreadMax<false, kPack, kInputs>;
+      if (a.cols <= kBlockCols &&
+          launch_forward_cluster<forward_rows_kernel<T, W, kCentered, kResidual, kPack,
+                                                     kUnspilledCols, kMaxRowThreads>,
+                                 kMaxRowThreads>(a, kUnspilledCols, stream))
+        return;
+    }
     if constexpr (kWideClusterThreads > 0) {
       // Rows a cluster of 16 would take: a cluster of 8 wider blocks (kWideClusterThreads).
       if (a.cols > kBlockCols * (kMaxClusterBlocks / 2) &&
