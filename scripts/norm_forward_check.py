@@ -13,41 +13,30 @@ by more than the dtype's tolerance.
 
 from __future__ import annotations
 
-import importlib
 import sys
-from pathlib import Path
 
 import torch
+from norm_workloads import workloads
 
 TOLERANCE = {torch.float32: 1e-5, torch.bfloat16: 2e-2, torch.float16: 4e-3}
 
 
 def main() -> None:
-    args = sys.argv[1:]
-    workspace = Path(args[0]).resolve()
-    sys.path.insert(0, str(workspace.parent))
     failed = False
-    for op in args[1].split(","):
-        bench = importlib.import_module(f"{workspace.name}.{op}.bench_{op}")
-        dtype_name = "float32"
-        for shape in args[2:]:
-            if "x" not in shape:
-                dtype_name = shape
-                continue
-            dtype = getattr(torch, dtype_name)
-            rows, cols = map(int, shape.split("x"))
-            inputs = bench.make_inputs((rows, cols), dtype, "cuda", False)
-            ours = bench.forward(*inputs)
-            theirs = bench.reference(*(tensor.double() for tensor in inputs))
-            ours = ours if isinstance(ours, tuple) else (ours,)
-            theirs = theirs if isinstance(theirs, tuple) else (theirs,)
-            error = max(float((a.double() - b).abs().max() / b.abs().max()) for a, b in zip(ours, theirs, strict=True))
-            ok = error <= TOLERANCE[dtype]
-            failed |= not ok
-            print(
-                f"check {op:14s} {dtype_name:9s} {shape:>12s} error {error:.1e} {'ok' if ok else 'FAILED'}", flush=True
-            )
-            del inputs, ours, theirs
+    for work in workloads(sys.argv[1:]):
+        inputs = work.bench.make_inputs(work.rows_cols, work.dtype, "cuda", False)
+        ours = work.bench.forward(*inputs)
+        theirs = work.bench.reference(*(tensor.double() for tensor in inputs))
+        ours = ours if isinstance(ours, tuple) else (ours,)
+        theirs = theirs if isinstance(theirs, tuple) else (theirs,)
+        error = max(float((a.double() - b).abs().max() / b.abs().max()) for a, b in zip(ours, theirs, strict=True))
+        ok = error <= TOLERANCE[work.dtype]
+        failed |= not ok
+        print(
+            f"check {work.op:14s} {work.dtype_name:9s} {work.shape:>12s} error {error:.1e} {'ok' if ok else 'FAILED'}",
+            flush=True,
+        )
+        del inputs, ours, theirs
     sys.exit(1 if failed else 0)
 
 

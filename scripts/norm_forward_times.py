@@ -14,56 +14,45 @@ size), and the largest difference of its outputs from eager's (relative to their
 
 from __future__ import annotations
 
-import importlib
 import sys
-from pathlib import Path
 
 import torch
+from norm_workloads import workloads
 
 from opgen.bench import _copy_contender, time_side_by_side
 
 
 def main() -> None:
-    args = sys.argv[1:]
-    workspace = Path(args[0]).resolve()
-    sys.path.insert(0, str(workspace.parent))
-    for op in args[1].split(","):
-        bench = importlib.import_module(f"{workspace.name}.{op}.bench_{op}")
-        dtype_name = "float32"
-        for shape in args[2:]:
-            if "x" not in shape:
-                dtype_name = shape
-                continue
-            dtype = getattr(torch, dtype_name)
-            rows, cols = map(int, shape.split("x"))
-            inputs = bench.make_inputs((rows, cols), dtype, "cuda", False)
-            nbytes = inputs[0].numel() * inputs[0].element_size() * bench.FORWARD_TENSORS
-            # Not a test (the generated tests are): a check that the build timed computes the op,
-            # the largest difference from eager's outputs over their largest magnitude.
-            ours, theirs = bench.forward(*inputs), bench.reference(*inputs)
-            ours = ours if isinstance(ours, tuple) else (ours,)
-            theirs = theirs if isinstance(theirs, tuple) else (theirs,)
-            error = max(
-                float((a.double() - b.double()).abs().max() / b.double().abs().max())
-                for a, b in zip(ours, theirs, strict=True)
-            )
-            del ours, theirs
-            contenders = {
-                "opgen": lambda inputs=inputs, fn=bench.forward: fn(*inputs),
-                "eager": lambda inputs=inputs, fn=bench.reference: fn(*inputs),
-                "copy": _copy_contender(inputs, nbytes),
-            }
-            medians = time_side_by_side(contenders, "cuda", warmup=3, repetitions=20)
-            gbps = {name: nbytes / (ms * 1e-3) / 1e9 for name, ms in medians.items()}
-            print(
-                f"fwd {op:14s} {dtype_name:9s} {shape:>12s} {medians['opgen'] * 1e3:8.1f} us"
-                f" | opgen {gbps['opgen']:5.0f} GB/s {100 * gbps['opgen'] / gbps['copy']:5.1f}%"
-                f" | eager {gbps['eager']:5.0f} GB/s {100 * gbps['eager'] / gbps['copy']:5.1f}%"
-                f" | copy {gbps['copy']:5.0f} GB/s | error {error:.1e}",
-                flush=True,
-            )
-            del inputs, contenders
-            torch.cuda.empty_cache()
+    for work in workloads(sys.argv[1:]):
+        bench = work.bench
+        inputs = bench.make_inputs(work.rows_cols, work.dtype, "cuda", False)
+        nbytes = inputs[0].numel() * inputs[0].element_size() * bench.FORWARD_TENSORS
+        # Not a test (the generated tests are): a check that the build timed computes the op,
+        # the largest difference from eager's outputs over their largest magnitude.
+        ours, theirs = bench.forward(*inputs), bench.reference(*inputs)
+        ours = ours if isinstance(ours, tuple) else (ours,)
+        theirs = theirs if isinstance(theirs, tuple) else (theirs,)
+        error = max(
+            float((a.double() - b.double()).abs().max() / b.double().abs().max())
+            for a, b in zip(ours, theirs, strict=True)
+        )
+        del ours, theirs
+        contenders = {
+            "opgen": lambda inputs=inputs, fn=bench.forward: fn(*inputs),
+            "eager": lambda inputs=inputs, fn=bench.reference: fn(*inputs),
+            "copy": _copy_contender(inputs, nbytes),
+        }
+        medians = time_side_by_side(contenders, "cuda", warmup=3, repetitions=20)
+        gbps = {name: nbytes / (ms * 1e-3) / 1e9 for name, ms in medians.items()}
+        print(
+            f"fwd {work.op:14s} {work.dtype_name:9s} {work.shape:>12s} {medians['opgen'] * 1e3:8.1f} us"
+            f" | opgen {gbps['opgen']:5.0f} GB/s {100 * gbps['opgen'] / gbps['copy']:5.1f}%"
+            f" | eager {gbps['eager']:5.0f} GB/s {100 * gbps['eager'] / gbps['copy']:5.1f}%"
+            f" | copy {gbps['copy']:5.0f} GB/s | error {error:.1e}",
+            flush=True,
+        )
+        del inputs, contenders
+        torch.cuda.empty_cache()
 
 
 if __name__ == "__main__":
