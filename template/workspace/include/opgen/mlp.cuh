@@ -1575,8 +1575,9 @@ void forward(const Params<T>& p, cudaStream_t stream) {
 // heuristic's best kWeightGemmCandidates algorithms, with a workspace that lets it offer split-K
 // ones, timed once per problem) or ATen's, whichever ran faster the first time the problem came
 // (opgen/linear_cublaslt.h's weight_and_bias_gradients); later calls take that choice, so the
-// bits repeat. Defined in the op's <op>_cuda_gemm.cpp: host code the C++ compiler builds, since
-// nvcc may not see cuBLASLt's header.
+// bits repeat (under torch.use_deterministic_algorithms nothing is timed: ATen's, in every
+// process). Defined in the op's <op>_cuda_gemm.cpp: host code the C++ compiler builds, since nvcc
+// may not see cuBLASLt's header.
 void weight_gradient(const at::Tensor& grad_pre, const at::Tensor& input, at::Tensor& grad_weight,
                      cudaStream_t stream);
 
