@@ -57,6 +57,13 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 out = Console(highlight=False)
+
+# The formula language's functions as --formula's help names them. opgen.formula.language owns the
+# list (tests/test_cli.py holds the two equal); it is written out here because importing it costs
+# every command sympy's import time.
+FORMULA_FUNCTIONS_HELP = (
+    "exp log log1p expm1 sqrt rsqrt sin cos tanh sigmoid softplus erf erfc logsigmoid abs hypot logaddexp min max"
+)
 err = Console(stderr=True, highlight=False)
 # `opgen update` shows an edit it cannot carry over up to this many diff lines: enough to see what to undo.
 _EDIT_LINES_SHOWN = 40
@@ -124,7 +131,8 @@ def new(
     op: Annotated[
         str,
         typer.Argument(
-            help="The op's name: softmax, relu and gelu are known; any other lowercase identifier renders a skeleton."
+            help=f"The op's name: a known recipe ({', '.join(KNOWN_RECIPES)}) renders its kernels; any other "
+            "lowercase identifier renders a skeleton, a formula op, a signature op, a linear layer or an MLP."
         ),
     ],
     kind: Annotated[
@@ -145,10 +153,9 @@ def new(
         typer.Option(
             help=(
                 'An elementwise op from a formula, its gradient derived: "x * tanh(log1p(exp(x)))". '
-                "The language: numbers, names, + - * / **, exp log log1p expm1 sqrt rsqrt sin cos tanh sigmoid "
-                "softplus erf abs min max, where(cond, a, b) with a comparison as cond, pi. Names not given with "
-                '--param are the tensor inputs, in order of appearance ("x * sigmoid(y)" takes x and y; they '
-                "broadcast as in PyTorch)."
+                f"The language: numbers, names, + - * / **, {FORMULA_FUNCTIONS_HELP}, where(cond, a, b) with a "
+                "comparison as cond, pi. Names not given with --param are the tensor inputs, in order of "
+                'appearance ("x * sigmoid(y)" takes x and y; they broadcast as in PyTorch).'
             ),
             show_default=False,
         ),

@@ -212,7 +212,8 @@ class InvalidSignature(ValueError, UsageError):
             'write the part of a PyTorch schema after the name, e.g. "(Tensor x, int dim=-1) -> (Tensor values, '
             'Tensor indices)"; `opgen new --help` lists the supported types'
         )
-        super().__init__(f"invalid signature {signature!r}: {reason}")
+        # An option that needs --signature, given without one, has no signature to quote.
+        super().__init__(f"invalid signature {signature!r}: {reason}" if signature else reason)
 
 
 class TemplateNotFound(UsageError):

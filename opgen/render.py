@@ -365,7 +365,7 @@ def _signature_answers(
 ) -> dict[str, Any]:
     """The signature recipe's copier answers: the op's spec, parsed from ``signature``."""
     if signature is None:
-        option = "--int-output" if integer_outputs else "--no-grad"
+        option = f"--int-output {' '.join(integer_outputs)}" if integer_outputs else "--no-grad"
         raise InvalidSignature(signature="", reason=f"{option} needs --signature", hint='add --signature "(Tensor x) -> Tensor"')
     if formula is not None or kind is not None:
         raise InvalidSignature(

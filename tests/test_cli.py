@@ -32,6 +32,17 @@ def test_the_documented_commands_run_and_an_unknown_one_is_bad_usage() -> None:
     assert unknown.exit_code == 2 and "compile" in unknown.stderr
 
 
+def test_new_help_names_every_known_recipe_and_formula_function() -> None:
+    from opgen.cli import FORMULA_FUNCTIONS_HELP
+    from opgen.formula import FUNCTIONS
+    from opgen.recipes import KNOWN_RECIPES
+
+    assert sorted(FORMULA_FUNCTIONS_HELP.split()) == sorted(set(FUNCTIONS) - {"where"})
+    help_text = " ".join(run("new", "--help").stdout.split())  # rich wraps it into a box
+    for name in KNOWN_RECIPES:
+        assert name in help_text, name
+
+
 @pytest.mark.parametrize(
     "name", ["Softmax", "my-op", "../evil", "a/b", "class", "include", "setup", "build", "template"]
 )

@@ -146,8 +146,8 @@ def test_refused_signatures_exit_2_and_write_nothing(case: str, tmp_path: Path, 
 @pytest.mark.parametrize(
     ("options", "words"),
     [
-        (["--no-grad"], "--no-grad needs --signature"),
-        (["--int-output", "ids"], "--int-output needs --signature"),
+        (["--no-grad"], "error: --no-grad needs --signature"),
+        (["--int-output", "ids"], "error: --int-output ids needs --signature"),
         (["--signature", "(Tensor x) -> Tensor", "--formula", "x*x"], "takes no --formula"),
         (["--signature", "(Tensor x) -> Tensor", "--kind", "rowwise"], "takes no --kind"),
     ],
