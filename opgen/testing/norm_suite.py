@@ -336,6 +336,20 @@ class NormSuite(GradientSuite, OptionalTensorsSuite, SeveralTensorsSuite):
         plain = self.module(64, elementwise_affine=False, device=device)
         assert all(getattr(plain, name) is None for name in self.parameters)
 
+    def test_module_initializes_from_the_meta_device_as_torch_does(self) -> None:
+        # Large models are built on the meta device, then to_empty() and reset_parameters() (FSDP's
+        # deferred initialization): the drop-in must take that path too. Poisoned before the reset,
+        # so a parameter it leaves alone shows.
+        ours: Any = self.module(64, device="meta").to_empty(device="cpu")
+        theirs: Any = self.torch_module(64, device="meta").to_empty(device="cpu")
+        with torch.no_grad():
+            for parameter in ours.parameters():
+                parameter.fill_(float("nan"))
+        ours.reset_parameters()
+        theirs.reset_parameters()
+        for name in self.parameters:
+            torch.testing.assert_close(getattr(ours, name), getattr(theirs, name), rtol=0, atol=0)
+
     @on_devices
     @on_dtypes
     def test_default_eps(self, device: str, dtype: torch.dtype) -> None:

@@ -64,7 +64,13 @@ class AddRmsnorm(torch.nn.Module):
         self.eps = eps
         self.elementwise_affine = elementwise_affine
         factory: dict[str, Any] = {"device": device, "dtype": dtype}
-        self.weight = torch.nn.Parameter(torch.ones(shape, **factory)) if elementwise_affine else None
+        self.weight = torch.nn.Parameter(torch.empty(shape, **factory)) if elementwise_affine else None
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        """Ones, as torch's; what meta-device initialization (``to_empty``, then this) calls."""
+        if self.weight is not None:
+            torch.nn.init.ones_(self.weight)
 
     def forward(self, x: torch.Tensor, residual: torch.Tensor) -> AddRmsnormResult:
         return add_rmsnorm(x, residual, self.weight, self.eps)

@@ -57,8 +57,16 @@ class Layernorm(torch.nn.Module):
         self.eps = eps
         self.elementwise_affine = elementwise_affine
         factory: dict[str, Any] = {"device": device, "dtype": dtype}
-        self.weight = torch.nn.Parameter(torch.ones(shape, **factory)) if elementwise_affine else None
-        self.bias = torch.nn.Parameter(torch.zeros(shape, **factory)) if elementwise_affine and bias else None
+        self.weight = torch.nn.Parameter(torch.empty(shape, **factory)) if elementwise_affine else None
+        self.bias = torch.nn.Parameter(torch.empty(shape, **factory)) if elementwise_affine and bias else None
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        """Ones and zeros, as torch's; what meta-device initialization (``to_empty``, then this) calls."""
+        if self.weight is not None:
+            torch.nn.init.ones_(self.weight)
+        if self.bias is not None:
+            torch.nn.init.zeros_(self.bias)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return layernorm(x, self.weight, self.bias, self.eps)
