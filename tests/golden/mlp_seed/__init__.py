@@ -99,8 +99,8 @@ class MlpSeed(torch.nn.Sequential):
     def from_sequential(cls, sequential: torch.nn.Sequential) -> MlpSeed:
         """This network with ``sequential``'s parameters; its layers must be this network's."""
         fused = cls(device=next(sequential.parameters()).device, dtype=next(sequential.parameters()).dtype)
-        layout = [repr(m) for m in fused]
-        given = [repr(m) for m in sequential]
+        layout = [_layer(m) for m in fused]
+        given = [_layer(m) for m in sequential]
         if layout != given:
             raise ValueError(
                 f"mlp_seed is {layout}, but the nn.Sequential given is {given}: "
@@ -108,6 +108,12 @@ class MlpSeed(torch.nn.Sequential):
             )
         fused.load_state_dict(sequential.state_dict())
         return fused
+
+
+def _layer(module: torch.nn.Module) -> str:
+    """A module as the network's layout sees it: its type and what changes its results (not ``inplace``)."""
+    arguments = ", ".join(f"{name}={value!r}" for name, value in _module_arguments(module).items())
+    return f"{type(module).__name__}({arguments})"
 
 
 def _module_arguments(module: torch.nn.Module) -> dict[str, Any]:

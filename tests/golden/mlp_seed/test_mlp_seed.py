@@ -142,6 +142,11 @@ class TestMlpSeed(GradientSuite, SeveralTensorsSuite):
         with torch.no_grad():
             expected = plain.double()(x.double())
         assert_close(fused(x), expected, self.tolerances, dtype=torch.float32)
+        # Activations written in place (nn.ReLU(inplace=True), as models often have them) are the same layers.
+        in_place = [
+            type(m)(inplace=True) if isinstance(m, (torch.nn.ReLU, torch.nn.SiLU)) else m for m in fused.to_sequential()
+        ]
+        assert torch.equal(MlpSeed.from_sequential(torch.nn.Sequential(*in_place))(x), fused(x))
         with pytest.raises(ValueError, match="must be the same"):
             MlpSeed.from_sequential(torch.nn.Sequential(torch.nn.Linear(WIDTHS[0], 3)).to(device))
 
