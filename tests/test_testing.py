@@ -17,6 +17,7 @@ from opgen.testing import (
     gradients_under_compiled_autograd,
     misaligned,
     non_contiguous,
+    python_autograd_calls,
     random_tensor,
     shapes_filled_by,
 )
@@ -232,3 +233,34 @@ def test_forward_mode_refusal_fails_for_an_op_that_drops_a_tangent(guarded: tupl
     x, y = torch.randn(3, 4, dtype=torch.float64), torch.randn(3, 4, dtype=torch.float64)
     with pytest.raises(pytest.fail.Exception, match="DID NOT RAISE"):
         assert_forward_mode_refused("scaled_sum", _guarded(*guarded), {"x": x, "y": y})
+
+
+def _workspace_registration() -> Any:
+    """The workspace's _registration.py (generated_ops/, as the template renders it), loaded alone."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parent.parent / "generated_ops" / "_registration.py"
+    spec = importlib.util.spec_from_file_location("workspace_registration", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_python_autograd_calls_sees_torch_library_s_kernel_which_call_op_goes_past() -> None:
+    # The generated tests assert that a call needing no gradient runs none of torch.library's
+    # Python autograd: the check must see that kernel where a plain call runs it.
+    call_op = _workspace_registration().call_op
+    op = torch.ops.opgen_testing.scaled_sum.default
+    x, y = torch.randn(3, 4), torch.randn(3, 4)
+    with torch.no_grad():
+        assert python_autograd_calls(lambda: op(x, y))
+        assert python_autograd_calls(lambda: call_op(op, x, y)) == []
+    assert python_autograd_calls(lambda: op(x, y))
+    assert python_autograd_calls(lambda: call_op(op, x, y)) == []
+    assert torch.equal(call_op(op, x, y), 2 * x + y)
+    # A gradient will be needed: through the autograd kernel, which records it.
+    w = y.clone().requires_grad_()
+    assert python_autograd_calls(lambda: call_op(op, x, w).sum().backward())
+    assert torch.equal(w.grad, torch.ones_like(w))

@@ -258,6 +258,40 @@ def assert_forward_mode_refused(op: str, call: Callable[..., Any], tensors: Mapp
         torch.func.jvp(lambda *ts: call(**dict(zip(names, ts, strict=True))), primals, tuple(map(torch.randn_like, primals)))
 
 
+def python_autograd_calls(step: Callable[[], object]) -> list[str]:
+    """The functions of torch.library's Python autograd kernel (torch/_library/autograd.py) that ``step`` calls.
+
+    Every op registered with ``torch.library.register_autograd`` goes through that kernel unless
+    its caller steps past it; tests/test_testing.py checks that a plain torch.library op does.
+    """
+    import sys
+
+    import torch._library.autograd as library_autograd
+
+    called: list[str] = []
+
+    def profile(frame: Any, event: str, arg: Any) -> None:
+        if event == "call" and frame.f_code.co_filename == library_autograd.__file__:
+            called.append(frame.f_code.co_name)
+
+    previous = sys.getprofile()
+    sys.setprofile(profile)
+    try:
+        step()
+    finally:
+        sys.setprofile(previous)
+    return called
+
+
+def assert_past_python_autograd(call: Callable[[], object]) -> None:
+    """``call()``, which needs no gradient, runs none of torch.library's Python autograd kernel."""
+    called = python_autograd_calls(call)
+    assert not called, (
+        f"a call needing no gradient went through torch.library's Python autograd kernel ({', '.join(called)}), "
+        "which costs more than a small op's kernel: call the op through the workspace's _registration.call_op"
+    )
+
+
 def shapes_filled_by(step: Callable[[], object]) -> list[list[int]]:
     """The shapes of the tensors ``step`` fills with a constant (``aten::zero_``, ``aten::fill_``).
 

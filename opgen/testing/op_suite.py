@@ -29,6 +29,7 @@ from opgen.testing import (
     assert_close,
     assert_close_in_norm,
     assert_forward_mode_refused,
+    assert_past_python_autograd,
     misaligned,
     non_contiguous,
     poison_allocator,
@@ -399,6 +400,15 @@ class GradientSuite(OpSuite):
         assert_forward_mode_refused(
             self.spec.name, lambda **tensors: self.op(**(arguments | tensors)), {n: arguments[n] for n in names}
         )
+
+    @on_devices
+    def test_a_call_needing_no_gradient_runs_no_python_autograd(self, device: str) -> None:
+        # torch.library's autograd kernel is Python, costing more than a small op's kernel: a call
+        # that records no gradient (under no_grad, or with no input requiring one) goes past it.
+        arguments = self.arguments(self.shapes[1], torch.float32, device)
+        with torch.no_grad():
+            assert_past_python_autograd(lambda: self.op(**arguments))
+        assert_past_python_autograd(lambda: self.op(**arguments))
 
     @on_devices
     def test_gradcheck_float64(self, device: str) -> None:

@@ -32,6 +32,7 @@ from opgen.testing import (
     assert_close,
     assert_close_or_as_pytorch,
     assert_forward_mode_refused,
+    assert_past_python_autograd,
     compute_dtype,
     misaligned,
     non_contiguous,
@@ -330,6 +331,15 @@ class TensorOpSuite:
         # being dropped below torch.library's reverse-mode autograd.
         inputs = dict(zip(self.inputs, self.make_inputs((3, 5), torch.float64, device), strict=True))
         assert_forward_mode_refused(self.name, lambda **tensors: self.call(list(tensors.values()), params), inputs)
+
+    @on_devices
+    def test_a_call_needing_no_gradient_runs_no_python_autograd(self, device: str, params: dict[str, Any]) -> None:
+        # torch.library's autograd kernel is Python, costing more than a small op's kernel: a call
+        # that records no gradient (under no_grad, or with no input requiring one) goes past it.
+        inputs = self.make_inputs((3, 5), torch.float32, device)
+        with torch.no_grad():
+            assert_past_python_autograd(lambda: self.call(inputs, params))
+        assert_past_python_autograd(lambda: self.call(inputs, params))
 
     @on_devices
     def test_opcheck(self, device: str, opcheck_shapes: Shapes, params: dict[str, Any]) -> None:

@@ -12,7 +12,7 @@ from typing import Any, NamedTuple
 import torch
 
 from .._loading import load_op_library
-from .._registration import refuse_double_backward, refuse_forward_mode
+from .._registration import call_op, refuse_double_backward, refuse_forward_mode
 
 load_op_library(Path(__file__).resolve().parent)
 
@@ -39,7 +39,7 @@ def add_layernorm(
     Schema: ``add_layernorm(Tensor x, Tensor residual, Tensor? weight=None, Tensor? bias=None, float eps=1e-05) -> (Tensor output, Tensor residual_out)``.
     """
     refuse_forward_mode("add_layernorm", x, residual, weight, bias)
-    outputs = torch.ops.generated_ops.add_layernorm.default(x, residual, weight, bias, eps)
+    outputs = call_op(torch.ops.generated_ops.add_layernorm.default, x, residual, weight, bias, eps)
     return AddLayernormResult(outputs[0], outputs[1])
 
 

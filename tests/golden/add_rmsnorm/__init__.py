@@ -12,7 +12,7 @@ from typing import Any, NamedTuple
 import torch
 
 from .._loading import load_op_library
-from .._registration import refuse_double_backward, refuse_forward_mode
+from .._registration import call_op, refuse_double_backward, refuse_forward_mode
 
 load_op_library(Path(__file__).resolve().parent)
 
@@ -35,7 +35,7 @@ def add_rmsnorm(
     Schema: ``add_rmsnorm(Tensor x, Tensor residual, Tensor? weight=None, float? eps=None) -> (Tensor output, Tensor residual_out)``.
     """
     refuse_forward_mode("add_rmsnorm", x, residual, weight)
-    outputs = torch.ops.generated_ops.add_rmsnorm.default(x, residual, weight, eps)
+    outputs = call_op(torch.ops.generated_ops.add_rmsnorm.default, x, residual, weight, eps)
     return AddRmsnormResult(outputs[0], outputs[1])
 
 

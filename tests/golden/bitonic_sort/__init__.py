@@ -11,7 +11,7 @@ from typing import Any, NamedTuple
 import torch
 
 from .._loading import load_op_library
-from .._registration import refuse_double_backward, refuse_forward_mode
+from .._registration import call_op, refuse_double_backward, refuse_forward_mode
 
 load_op_library(Path(__file__).resolve().parent)
 
@@ -31,7 +31,7 @@ def bitonic_sort(x: torch.Tensor, dim: int = -1, descending: bool = False) -> Bi
     Schema: ``bitonic_sort(Tensor x, int dim=-1, bool descending=False) -> (Tensor values, Tensor indices)``.
     """
     refuse_forward_mode("bitonic_sort", x)
-    return BitonicSortResult(*torch.ops.generated_ops.bitonic_sort.default(x, dim, descending))
+    return BitonicSortResult(*call_op(torch.ops.generated_ops.bitonic_sort.default, x, dim, descending))
 
 
 class BitonicSort(torch.nn.Module):

@@ -10,7 +10,7 @@ from pathlib import Path
 import torch
 
 from .._loading import load_op_library
-from .._registration import refuse_forward_mode, register_tensor_op
+from .._registration import call_op, refuse_forward_mode, register_tensor_op
 
 load_op_library(Path(__file__).resolve().parent)
 
@@ -30,7 +30,7 @@ def gelu(x: torch.Tensor, approximate: str = "none") -> torch.Tensor:
         A new contiguous tensor with the shape, dtype and device of ``x``.
     """
     refuse_forward_mode("gelu", x)
-    return torch.ops.generated_ops.gelu.default(x, approximate)
+    return call_op(torch.ops.generated_ops.gelu.default, x, approximate)
 
 
 class Gelu(torch.nn.Module):

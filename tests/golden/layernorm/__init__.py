@@ -12,7 +12,7 @@ from typing import Any
 import torch
 
 from .._loading import load_op_library
-from .._registration import refuse_double_backward, refuse_forward_mode
+from .._registration import call_op, refuse_double_backward, refuse_forward_mode
 
 load_op_library(Path(__file__).resolve().parent)
 
@@ -27,7 +27,7 @@ def layernorm(
     Schema: ``layernorm(Tensor x, Tensor? weight=None, Tensor? bias=None, float eps=1e-05) -> Tensor``.
     """
     refuse_forward_mode("layernorm", x, weight, bias)
-    outputs = torch.ops.generated_ops.layernorm.default(x, weight, bias, eps)
+    outputs = call_op(torch.ops.generated_ops.layernorm.default, x, weight, bias, eps)
     return outputs[0]
 
 

@@ -11,7 +11,7 @@ from typing import Any
 import torch
 
 from .._loading import load_op_library
-from .._registration import refuse_double_backward, refuse_forward_mode
+from .._registration import call_op, refuse_double_backward, refuse_forward_mode
 
 load_op_library(Path(__file__).resolve().parent)
 
@@ -24,7 +24,7 @@ def matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     Schema: ``matmul(Tensor a, Tensor b) -> Tensor``.
     """
     refuse_forward_mode("matmul", a, b)
-    return torch.ops.generated_ops.matmul.default(a, b)
+    return call_op(torch.ops.generated_ops.matmul.default, a, b)
 
 
 class Matmul(torch.nn.Module):

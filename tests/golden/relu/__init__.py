@@ -10,7 +10,7 @@ from pathlib import Path
 import torch
 
 from .._loading import load_op_library
-from .._registration import refuse_forward_mode, register_tensor_op
+from .._registration import call_op, refuse_forward_mode, register_tensor_op
 
 load_op_library(Path(__file__).resolve().parent)
 
@@ -29,7 +29,7 @@ def relu(x: torch.Tensor) -> torch.Tensor:
         A new contiguous tensor with the shape, dtype and device of ``x``.
     """
     refuse_forward_mode("relu", x)
-    return torch.ops.generated_ops.relu.default(x)
+    return call_op(torch.ops.generated_ops.relu.default, x)
 
 
 class Relu(torch.nn.Module):

@@ -10,7 +10,7 @@ from pathlib import Path
 import torch
 
 from .._loading import load_op_library
-from .._registration import refuse_forward_mode, register_tensor_op
+from .._registration import call_op, refuse_forward_mode, register_tensor_op
 from .reference import reference_relu_scale_double_backward
 
 load_op_library(Path(__file__).resolve().parent)
@@ -31,7 +31,7 @@ def relu_scale(x: torch.Tensor, alpha: float = 1.5) -> torch.Tensor:
         A new contiguous tensor with the shape, dtype and device of ``x``.
     """
     refuse_forward_mode("relu_scale", x)
-    return torch.ops.generated_ops.relu_scale.default(x, alpha)
+    return call_op(torch.ops.generated_ops.relu_scale.default, x, alpha)
 
 
 class ReluScale(torch.nn.Module):

@@ -12,7 +12,7 @@ from typing import Any
 import torch
 
 from .._loading import load_op_library
-from .._registration import refuse_double_backward, refuse_forward_mode
+from .._registration import call_op, refuse_double_backward, refuse_forward_mode
 
 load_op_library(Path(__file__).resolve().parent)
 
@@ -25,7 +25,7 @@ def rmsnorm(x: torch.Tensor, weight: torch.Tensor | None = None, eps: float | No
     Schema: ``rmsnorm(Tensor x, Tensor? weight=None, float? eps=None) -> Tensor``.
     """
     refuse_forward_mode("rmsnorm", x, weight)
-    outputs = torch.ops.generated_ops.rmsnorm.default(x, weight, eps)
+    outputs = call_op(torch.ops.generated_ops.rmsnorm.default, x, weight, eps)
     return outputs[0]
 
 

@@ -11,7 +11,7 @@ from typing import Any, NamedTuple
 import torch
 
 from .._loading import load_op_library
-from .._registration import refuse_double_backward, refuse_forward_mode
+from .._registration import call_op, refuse_double_backward, refuse_forward_mode
 
 load_op_library(Path(__file__).resolve().parent)
 
@@ -31,7 +31,7 @@ def route(logits: torch.Tensor, mode: str = "top") -> RouteResult:
     Schema: ``route(Tensor logits, str mode="top") -> (Tensor probs, Tensor expert)``.
     """
     refuse_forward_mode("route", logits)
-    return RouteResult(*torch.ops.generated_ops.route.default(logits, mode))
+    return RouteResult(*call_op(torch.ops.generated_ops.route.default, logits, mode))
 
 
 class Route(torch.nn.Module):

@@ -10,7 +10,7 @@ from pathlib import Path
 import torch
 
 from .._loading import load_op_library
-from .._registration import refuse_forward_mode, register_tensor_op
+from .._registration import call_op, refuse_forward_mode, register_tensor_op
 
 load_op_library(Path(__file__).resolve().parent)
 
@@ -30,7 +30,7 @@ def softmax(x: torch.Tensor, dim: int = -1) -> torch.Tensor:
         A new contiguous tensor with the shape, dtype and device of ``x``.
     """
     refuse_forward_mode("softmax", x)
-    return torch.ops.generated_ops.softmax.default(x, dim)
+    return call_op(torch.ops.generated_ops.softmax.default, x, dim)
 
 
 class Softmax(torch.nn.Module):

@@ -10,7 +10,7 @@ from pathlib import Path
 import torch
 
 from .._loading import load_op_library
-from .._registration import refuse_forward_mode, register_tensor_op
+from .._registration import call_op, refuse_forward_mode, register_tensor_op
 from .reference import reference_swish_gate_double_backward
 
 load_op_library(Path(__file__).resolve().parent)
@@ -34,7 +34,7 @@ def swish_gate(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         A new contiguous tensor of the inputs' broadcast shape and promoted dtype, on their device.
     """
     refuse_forward_mode("swish_gate", x, y)
-    return torch.ops.generated_ops.swish_gate.default(x, y)
+    return call_op(torch.ops.generated_ops.swish_gate.default, x, y)
 
 
 class SwishGate(torch.nn.Module):

@@ -12,7 +12,7 @@ from typing import Any, NamedTuple
 import torch
 
 from .._loading import load_op_library
-from .._registration import refuse_double_backward, refuse_forward_mode
+from .._registration import call_op, refuse_double_backward, refuse_forward_mode
 
 load_op_library(Path(__file__).resolve().parent)
 
@@ -41,7 +41,9 @@ def topk_like(
     Schema: ``topk_like(Tensor x, Tensor? weight, int k, float eps=1e-05, bool largest=True, int[] dims=[0, 1], *, float? scale=None) -> (Tensor values, Tensor indices)``.
     """
     refuse_forward_mode("topk_like", x, weight)
-    return TopkLikeResult(*torch.ops.generated_ops.topk_like.default(x, weight, k, eps, largest, dims, scale=scale))
+    return TopkLikeResult(
+        *call_op(torch.ops.generated_ops.topk_like.default, x, weight, k, eps, largest, dims, scale=scale)
+    )
 
 
 class TopkLike(torch.nn.Module):
