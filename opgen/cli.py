@@ -24,7 +24,7 @@ from opgen.errors import BuildFailed, OpgenError, RemovalNotConfirmed, UpdateCan
 from opgen.inventory import Removal, list_ops, remove_op
 from opgen.jit import jit_load
 from opgen.recipes import KNOWN_RECIPES, Kind
-from opgen.render import missing_shared_headers, new_op
+from opgen.render import missing_shared_headers, missing_shared_python, new_op
 from opgen.runner import run_op_bench, run_op_tests
 from opgen.update import update_ops
 from opgen.workspace import Workspace
@@ -255,10 +255,10 @@ def new(
         output_activation=output_activation,
     )
     out.print(f"[green]created[/] {folder}")
-    missing = missing_shared_headers(folder, located)
+    missing = missing_shared_headers(folder, located) + missing_shared_python(folder, located)
     if missing:
         err.print(
-            f"[bold yellow]note:[/] {op} includes {', '.join(missing)}, which this workspace lacks: an older opgen"
+            f"[bold yellow]note:[/] {op} uses {', '.join(missing)}, which this workspace lacks: an older opgen"
             " rendered its shared files",
             soft_wrap=True,
         )

@@ -11,6 +11,7 @@ so updates need no git checkout of opgen and no state outside the workspace.
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 import hashlib
 import os
@@ -494,3 +495,34 @@ def missing_shared_headers(op_dir: Path, workspace: Workspace) -> list[str]:
         if source.suffix in {".h", ".cuh", ".cpp", ".cu"}:
             wanted.update(_SHARED_INCLUDE.findall(source.read_text()))
     return sorted(header for header in wanted if not (workspace.path / "include" / header).is_file())
+
+
+def missing_shared_python(op_dir: Path, workspace: Workspace) -> list[str]:
+    """What the op's Python imports from the workspace's own modules that they lack (``_registration.call_op``).
+
+    A workspace rendered by an older opgen lacks the functions added since; `opgen update` adds them.
+    """
+    wanted: set[tuple[str, str]] = set()
+    for source in sorted(op_dir.glob("*.py")):
+        for node in ast.walk(ast.parse(source.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.level == 2 and node.module:  # from ..<module> import
+                wanted.update((node.module, alias.name) for alias in node.names)
+    missing = []
+    for module, name in sorted(wanted):
+        path = workspace.path / f"{module}.py"
+        if name not in (_top_level_names(path) if path.is_file() else set()):
+            missing.append(f"{module}.{name}")
+    return missing
+
+
+def _top_level_names(path: Path) -> set[str]:
+    names: set[str] = set()
+    for node in ast.parse(path.read_text()).body:
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            names.add(node.name)
+        elif isinstance(node, ast.Assign | ast.AnnAssign):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            names.update(t.id for t in targets if isinstance(t, ast.Name))
+        elif isinstance(node, ast.Import | ast.ImportFrom):
+            names.update((alias.asname or alias.name).split(".")[0] for alias in node.names)
+    return names

@@ -112,6 +112,6 @@ def test_new_in_a_workspace_missing_a_shared_header_says_to_update(ws: Path) -> 
     (ws / "include" / "opgen" / "formula_math.h").unlink()  # as in a workspace an older opgen rendered
     result = run("new", "silu", "--formula", "x*sigmoid(x)", "--workspace", str(ws))
     assert result.exit_code == 0 and (ws / "silu").is_dir()
-    assert "note: silu includes opgen/formula_math.h, which this workspace lacks" in result.stderr
+    assert "note: silu uses opgen/formula_math.h, which this workspace lacks" in result.stderr
     assert "hint: run `opgen update`" in result.stderr
     assert "note:" not in run("new", "softmax", "--workspace", str(ws)).stderr  # softmax needs no formula_math.h

@@ -14,7 +14,15 @@ import pytest
 
 from opgen import __version__, render
 from opgen.errors import OpExists, RenderError
-from opgen.render import copy_template, missing_shared_headers, new_op, render_workspace, snapshot_id, template_dir
+from opgen.render import (
+    copy_template,
+    missing_shared_headers,
+    missing_shared_python,
+    new_op,
+    render_workspace,
+    snapshot_id,
+    template_dir,
+)
 from opgen.workspace import Workspace, read_answers
 
 JINJA_RESIDUE = re.compile(r"\{\{|\{%|\{#|%\}|#\}")
@@ -318,6 +326,14 @@ def test_missing_shared_headers_names_the_workspace_headers_an_op_lacks(workspac
     (workspace.path / "include" / "opgen" / "formula_math.h").unlink()
     (workspace.path / "include" / "opgen" / "fast_math.h").unlink()
     assert missing_shared_headers(folder, workspace) == ["opgen/fast_math.h", "opgen/formula_math.h"]
+
+
+def test_missing_shared_python_names_what_an_op_imports_that_the_workspace_lacks(workspace: Workspace) -> None:
+    folder = new_op("relu", workspace=workspace)
+    assert missing_shared_python(folder, workspace) == []
+    registration = workspace.path / "_registration.py"
+    registration.write_text(registration.read_text().replace("def call_op(", "def older_name("))
+    assert missing_shared_python(folder, workspace) == ["_registration.call_op"]
 
 
 # Stand-ins for built formula ops, in Python: the generated tests must pass the faithful ones and
