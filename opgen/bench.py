@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import torch
 
@@ -408,24 +408,42 @@ def run_benchmark(
     return results
 
 
-def print_table(measurements: Sequence[Measurement], title: str) -> None:
-    """A rich table, one row per (direction, workload, contender)."""
+# The table's names for the directions the JSON spells out.
+_SHORT_DIRECTIONS = {"forward": "fwd", "backward": "bwd", "forward+backward": "fwd+bwd"}
+
+
+def print_table(measurements: Sequence[Measurement], title: str, *, width: int | None = None) -> None:
+    """A rich table, one row per (direction, workload, contender), that fits an 80-column terminal.
+
+    Columns with nothing to say are left out: the dtype when the title names the only one, % copy
+    where no device copy was timed (the CPU, compute-bound ops).
+    """
+    from rich import box
     from rich.console import Console
     from rich.table import Table
 
-    table = Table(title=title)
     compute = any(m.tflops is not None for m in measurements)
-    rate = "TFLOP/s" if compute else "GB/s"
-    for column in ("dir", "shape", "dtype", "contender", "ms", rate, "% copy", "vs eager", "vs compile"):
-        table.add_column(column, justify="right" if column not in ("dir", "shape", "contender") else "left")
-    for m in measurements:
-        table.add_row(
-            m.direction, m.workload, m.dtype, m.contender, f"{m.median_ms:.4f}", _rate(m),
-            "" if m.percent_of_copy is None else f"{m.percent_of_copy:.1f}",
-            "" if m.speedup_vs_eager is None else f"{m.speedup_vs_eager:.2f}x",
-            "" if m.speedup_vs_compile is None else f"{m.speedup_vs_compile:.2f}x",
-        )  # fmt: skip
-    Console().print(table)
+    cells: dict[str, list[str]] = {
+        "dir": [_SHORT_DIRECTIONS.get(m.direction, m.direction) for m in measurements],
+        "shape": [m.workload for m in measurements],
+        "dtype": [m.dtype for m in measurements],
+        "contender": [m.contender for m in measurements],
+        "ms": [f"{m.median_ms:.4f}" for m in measurements],
+        "TFLOP/s" if compute else "GB/s": [_rate(m) for m in measurements],
+        "% copy": ["" if m.percent_of_copy is None else f"{m.percent_of_copy:.1f}" for m in measurements],
+        "vs eager": ["" if m.speedup_vs_eager is None else f"{m.speedup_vs_eager:.2f}x" for m in measurements],
+        "vs compile": ["" if m.speedup_vs_compile is None else f"{m.speedup_vs_compile:.2f}x" for m in measurements],
+    }
+    if len(set(cells["dtype"])) <= 1:
+        del cells["dtype"]
+    shown = {name: column for name, column in cells.items() if any(column)}
+    table = Table(title=title, box=box.SIMPLE_HEAD, collapse_padding=True, pad_edge=False)
+    for name, column in shown.items():
+        justify: Literal["left", "right"] = "left" if name in ("dir", "shape", "contender") else "right"
+        table.add_column(name, justify=justify, no_wrap=True, min_width=max(len(name), *map(len, column)))
+    for row in zip(*shown.values(), strict=True):
+        table.add_row(*row)
+    Console(width=width).print(table)
 
 
 def _rate(m: Measurement) -> str:

@@ -199,3 +199,21 @@ def test_bench_options_are_checked_once_and_their_paths_travel_absolute(
         forwarded("relu", ["--dtype", "int8"])
     assert bad.value.code == 2
     assert CliRunner().invoke(cli.app, ["bench", "relu", "--dtype", "int8"]).exit_code == 2
+
+
+def test_print_table_fits_80_columns_without_cutting_a_cell(capsys: pytest.CaptureFixture[str]) -> None:
+    # What a GPU run prints (a device copy, "% copy", the longest labels): every cell whole in a
+    # plain 80-column terminal, the one dtype in the title rather than a column.
+    rows = []
+    for direction in ("forward", "forward+backward"):
+        for contender, ms in (("opgen", 0.1234), ("eager", 0.2468), ("compile", 0.1876), ("copy", 0.1111)):
+            measured = {"median_ms": ms, "gbps": 4321.5, "percent_of_copy": 97.3}
+            ratios = {"speedup_vs_eager": 0.2468 / ms, "speedup_vs_compile": 0.1876 / ms}
+            workload = {"workload": "1048576x262144", "dtype": "bfloat16", "device": "cuda", "numel": 1, "bytes_moved": 1}
+            rows.append(bench.Measurement("add_layernorm", direction, contender, **workload, **measured, **ratios))
+    bench.print_table(rows, "add_layernorm on cuda, bfloat16", width=80)
+    printed = capsys.readouterr().out
+    assert "…" not in printed and max(map(len, printed.splitlines())) <= 80
+    for cell in ("fwd+bwd", "1048576x262144", "compile", "0.1234", "4,322", "97.3", "2.00x", "1.52x", "vs compile"):
+        assert cell in printed, cell
+    assert "dtype" not in printed
