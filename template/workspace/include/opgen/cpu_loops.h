@@ -65,6 +65,42 @@ void for_each_row(int64_t rows, int64_t row_length, Fn fn) {
   });
 }
 
+// The K sums over i in [0, n) of term(i) (a std::array<Acc, K>), each kept as kSumLanes partial
+// sums (lane i % kSumLanes) added pairwise at the end. One running sum is a chain of dependent
+// adds that -O3 may not reorder (floating-point addition is not associative), so it runs at one add
+// per add latency; independent lanes vectorize and pipeline. The order is fixed by n alone, so the
+// bits do not depend on threads.
+constexpr int kSumLanes = 8;
+
+template <typename Acc, std::size_t K, typename Term>
+inline std::array<Acc, K> lane_sums(int64_t n, Term term) {
+  std::array<std::array<Acc, kSumLanes>, K> lanes{};
+  int64_t i = 0;
+  for (; i + kSumLanes <= n; i += kSumLanes) {
+    for (int lane = 0; lane < kSumLanes; ++lane) {
+      const std::array<Acc, K> values = term(i + lane);
+      for (std::size_t k = 0; k < K; ++k) lanes[k][lane] += values[k];
+    }
+  }
+  for (int lane = 0; i + lane < n; ++lane) {
+    const std::array<Acc, K> values = term(i + lane);
+    for (std::size_t k = 0; k < K; ++k) lanes[k][lane] += values[k];
+  }
+  std::array<Acc, K> sums;
+  for (std::size_t k = 0; k < K; ++k) {
+    for (int width = kSumLanes / 2; width > 0; width /= 2)
+      for (int lane = 0; lane < width; ++lane) lanes[k][lane] += lanes[k][lane + width];
+    sums[k] = lanes[k][0];
+  }
+  return sums;
+}
+
+// One such sum: of term(i), an Acc.
+template <typename Acc, typename Term>
+inline Acc lane_sum(int64_t n, Term term) {
+  return lane_sums<Acc, 1>(n, [&term](int64_t i) { return std::array<Acc, 1>{term(i)}; })[0];
+}
+
 }  // namespace opgen::cpu
 
 namespace opgen {

@@ -12,6 +12,7 @@
 #include <torch/library.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdint>
 #include <optional>
@@ -35,6 +36,34 @@ at::Tensor as_math(const std::optional<at::Tensor>& p, const at::Tensor& x) {
 template <typename M>
 const M* data_or_null(const at::Tensor& t) {
   return t.defined() ? t.const_data_ptr<M>() : nullptr;
+}
+
+// Calls body(weight_of, bias_of), weight_of(c) being w[c] (1 without a weight) and bias_of(c) b[c]
+// (0 without a bias): a loop for each case, where a test of w and b at every value kept the loop
+// from vectorizing.
+template <typename M, typename Body>
+void with_affine(const M* w, const M* b, Body body) {
+  const auto one = [](int64_t) {
+    return M(1);
+  };
+  const auto zero = [](int64_t) {
+    return M(0);
+  };
+  const auto weight = [w](int64_t c) {
+    return w[c];
+  };
+  const auto bias = [b](int64_t c) {
+    return b[c];
+  };
+  if (w && b) {
+    body(weight, bias);
+  } else if (w) {
+    body(weight, zero);
+  } else if (b) {
+    body(one, bias);
+  } else {
+    body(one, zero);
+  }
 }
 
 // Rows of the weight and bias gradients' chunks: at most kChunks chunks, whatever the threads.
@@ -86,22 +115,22 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> add_layernorm_cpu(
           v = sum_ptr + offset;
           Acc mu = 0;
           if constexpr (kCentered) {
-            for (int64_t c = 0; c < cols; ++c) mu += static_cast<Acc>(v[c]);
+            mu = opgen::cpu::lane_sum<Acc>(cols, [v](int64_t c) { return static_cast<Acc>(v[c]); });
             mu /= static_cast<Acc>(cols);
           }
-          Acc squares = 0;
-          for (int64_t c = 0; c < cols; ++c) {
+          const Acc squares = opgen::cpu::lane_sum<Acc>(cols, [v, mu](int64_t c) {
             const Acc d = static_cast<Acc>(v[c]) - mu;
-            squares += d * d;
-          }
+            return d * d;
+          });
           const M mean_m = static_cast<M>(mu);
           const M rstd_m = static_cast<M>(
               Acc(1) / std::sqrt(squares / static_cast<Acc>(cols) + static_cast<Acc>(eps_value)));
-          for (int64_t c = 0; c < cols; ++c) {
-            const M out =
-                (static_cast<M>(v[c]) - mean_m) * rstd_m * (w ? w[c] : M(1)) + (b ? b[c] : M(0));
-            y_ptr[offset + c] = static_cast<scalar_t>(out);
-          }
+          scalar_t* out = y_ptr + offset;
+          with_affine(w, b, [&](auto weight_of, auto bias_of) {
+            for (int64_t c = 0; c < cols; ++c)
+              out[c] = static_cast<scalar_t>(
+                  (static_cast<M>(v[c]) - mean_m) * rstd_m * weight_of(c) + bias_of(c));
+          });
           if (mean_ptr) mean_ptr[row] = mean_m;
           rstd_ptr[row] = rstd_m;
         });
@@ -158,25 +187,28 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> add_layernorm_backward_cpu(
               const int64_t offset = row * cols;
               const M mu = mean_ptr ? mean_ptr[row] : M(0);
               const M r = rstd_ptr[row];
-              Acc sum_g = 0;
-              Acc sum_g_xhat = 0;
-              for (int64_t c = 0; c < cols; ++c) {
-                const M xhat = (static_cast<M>(x_ptr[offset + c]) - mu) * r;
-                const M g = static_cast<M>(dy_ptr[offset + c]) * (w ? w[c] : M(1));
-                sum_g += g;
-                sum_g_xhat += static_cast<Acc>(g) * xhat;
-              }
+              const scalar_t* xs = x_ptr + offset;
+              const scalar_t* dys = dy_ptr + offset;
+              const auto [sum_g, sum_g_xhat] = opgen::cpu::lane_sums<Acc, 2>(cols, [=](int64_t c) {
+                const M xhat = (static_cast<M>(xs[c]) - mu) * r;
+                const M g = static_cast<M>(dys[c]) * (w ? w[c] : M(1));
+                return std::array<Acc, 2>{static_cast<Acc>(g), static_cast<Acc>(g) * xhat};
+              });
               const M mean_g = kCentered ? static_cast<M>(sum_g / static_cast<Acc>(cols)) : M(0);
               const M mean_g_xhat = static_cast<M>(sum_g_xhat / static_cast<Acc>(cols));
-              for (int64_t c = 0; c < cols; ++c) {
-                const M xhat = (static_cast<M>(x_ptr[offset + c]) - mu) * r;
-                const M dy = static_cast<M>(dy_ptr[offset + c]);
-                M dx = r * (dy * (w ? w[c] : M(1)) - mean_g - xhat * mean_g_xhat);
-                if (dsum_ptr) dx += static_cast<M>(dsum_ptr[offset + c]);
-                dx_ptr[offset + c] = static_cast<scalar_t>(dx);
-                chunk_w[c] += static_cast<Acc>(dy * xhat);
-                chunk_b[c] += static_cast<Acc>(dy);
-              }
+              scalar_t* dxs = dx_ptr + offset;
+              const scalar_t* dsums = dsum_ptr ? dsum_ptr + offset : nullptr;
+              with_affine(w, static_cast<const M*>(nullptr), [&](auto weight_of, auto) {
+                for (int64_t c = 0; c < cols; ++c) {
+                  const M xhat = (static_cast<M>(xs[c]) - mu) * r;
+                  const M dy = static_cast<M>(dys[c]);
+                  M dx = r * (dy * weight_of(c) - mean_g - xhat * mean_g_xhat);
+                  if (dsums) dx += static_cast<M>(dsums[c]);  // the sum's own gradient
+                  dxs[c] = static_cast<scalar_t>(dx);
+                  chunk_w[c] += static_cast<Acc>(dy * xhat);
+                  chunk_b[c] += static_cast<Acc>(dy);
+                }
+              });
             }
           }
         });
