@@ -57,6 +57,9 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 out = Console(highlight=False)
+err = Console(stderr=True, highlight=False)
+# `opgen update` shows an edit it cannot carry over up to this many diff lines: enough to see what to undo.
+_EDIT_LINES_SHOWN = 40
 
 # The formula language's functions as --formula's help names them. opgen.formula.language owns the
 # list (tests/test_cli.py holds the two equal); it is written out here because importing it costs
@@ -64,9 +67,6 @@ out = Console(highlight=False)
 FORMULA_FUNCTIONS_HELP = (
     "exp log log1p expm1 sqrt rsqrt sin cos tanh sigmoid softplus erf erfc logsigmoid abs hypot logaddexp min max"
 )
-err = Console(stderr=True, highlight=False)
-# `opgen update` shows an edit it cannot carry over up to this many diff lines: enough to see what to undo.
-_EDIT_LINES_SHOWN = 40
 
 WorkspaceOption = Annotated[
     Path | None,

@@ -174,15 +174,16 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> layernorm_backward_cpu(
               const M r = rstd_ptr[row];
               const scalar_t* xs = x_ptr + offset;
               const scalar_t* dys = dy_ptr + offset;
-              const auto [sum_g, sum_g_xhat] = opgen::cpu::lane_sums<Acc, 2>(cols, [=](int64_t c) {
-                const M xhat = (static_cast<M>(xs[c]) - mu) * r;
-                const M g = static_cast<M>(dys[c]) * (w ? w[c] : M(1));
-                return std::array<Acc, 2>{static_cast<Acc>(g), static_cast<Acc>(g) * xhat};
-              });
-              const M mean_g = kCentered ? static_cast<M>(sum_g / static_cast<Acc>(cols)) : M(0);
-              const M mean_g_xhat = static_cast<M>(sum_g_xhat / static_cast<Acc>(cols));
               scalar_t* dxs = dx_ptr + offset;
               with_affine(w, static_cast<const M*>(nullptr), [&](auto weight_of, auto) {
+                const auto [sum_g, sum_g_xhat] =
+                    opgen::cpu::lane_sums<Acc, 2>(cols, [=](int64_t c) {
+                      const M xhat = (static_cast<M>(xs[c]) - mu) * r;
+                      const M g = static_cast<M>(dys[c]) * weight_of(c);
+                      return std::array<Acc, 2>{static_cast<Acc>(g), static_cast<Acc>(g) * xhat};
+                    });
+                const M mean_g = kCentered ? static_cast<M>(sum_g / static_cast<Acc>(cols)) : M(0);
+                const M mean_g_xhat = static_cast<M>(sum_g_xhat / static_cast<Acc>(cols));
                 for (int64_t c = 0; c < cols; ++c) {
                   const M xhat = (static_cast<M>(xs[c]) - mu) * r;
                   const M dy = static_cast<M>(dys[c]);
