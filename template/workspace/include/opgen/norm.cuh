@@ -399,7 +399,9 @@ __device__ __forceinline__ RowStatistics<M> row_statistics(const Raw<T, kPack> (
 // cluster barriers (faster only where clusters of 16 ran, LayerNorm float32 262144 574 -> 438
 // us, which wide clusters now take; float32 131072 360 -> 410 us, add_layernorm bfloat16
 // 65536-262144 5% slower); and blocks of 4 packs a thread loading the next row during the row's
-// reductions, in registers (LayerNorm bfloat16 rows of 65536 327 -> 441 us).
+// reductions, in registers (LayerNorm bfloat16 rows of 65536 327 -> 441 us). Nor are rows read
+// and written as streams (ld/st.global.cs, so that the weight and bias stay cached): 2-7% slower
+// at rows of 16384-262144 but LayerNorm float32 262144 (2026-11-28; bfloat16 16384 139 -> 150 us).
 constexpr int kWideClusterThreads = 1024;
 
 template <typename T, typename W, bool kCentered, bool kResidual, int kPack, int kColsPerThread,
