@@ -436,14 +436,31 @@ def print_table(measurements: Sequence[Measurement], title: str, *, width: int |
     }
     if len(set(cells["dtype"])) <= 1:
         del cells["dtype"]
+    tail = _shared_shape_tail(cells["shape"])
+    if tail:  # the column holds N, the title the rest
+        cells = {("N" if name == "shape" else name): column for name, column in cells.items()}
+        cells["N"] = [shape.removesuffix(tail) for shape in cells["N"]]
+        title = f"{title}, shapes N{tail}"
     shown = {name: column for name, column in cells.items() if any(column)}
     table = Table(title=title, box=box.SIMPLE_HEAD, collapse_padding=True, pad_edge=False)
     for name, column in shown.items():
-        justify: Literal["left", "right"] = "left" if name in ("dir", "shape", "contender") else "right"
+        justify: Literal["left", "right"] = "left" if name in ("dir", "shape", "N", "contender") else "right"
         table.add_column(name, justify=justify, no_wrap=True, min_width=max(len(name), *map(len, column)))
     for row in zip(*shown.values(), strict=True):
         table.add_row(*row)
     Console(width=width).print(table)
+
+
+def _shared_shape_tail(shapes: Sequence[str]) -> str:
+    """The "x..." end every shape label shares (an MLP's widths: 4194304x100-128-64-10), or "".
+
+    The table shows what varies and the title the rest: with the widths in every row, an MLP's
+    table was 82 columns and an 80-column terminal cut its last one.
+    """
+    if len(set(shapes)) < 2 or any("x" not in shape for shape in shapes):
+        return ""
+    tails = {shape[shape.index("x") :] for shape in shapes}
+    return tails.pop() if len(tails) == 1 else ""
 
 
 def _rate(m: Measurement) -> str:

@@ -217,3 +217,22 @@ def test_print_table_fits_80_columns_without_cutting_a_cell(capsys: pytest.Captu
     for cell in ("fwd+bwd", "1048576x262144", "compile", "0.1234", "4,322", "97.3", "2.00x", "1.52x", "vs compile"):
         assert cell in printed, cell
     assert "dtype" not in printed
+
+
+def test_print_table_moves_the_widths_every_shape_shares_into_the_title(capsys: pytest.CaptureFixture[str]) -> None:
+    # An MLP's shapes carry its widths in every row (4194304x100-128-64-10): at full length its
+    # TFLOP/s table was 82 columns and an 80-column terminal cut "vs compile" to "vs compil".
+    rows = []
+    for direction in ("forward", "forward+backward"):
+        for batch in (32, 4194304):
+            for contender, ms in (("opgen", 0.4201), ("eager", 3.0445), ("compile", 2.3952)):
+                ratios = {"speedup_vs_eager": 3.0445 / ms, "speedup_vs_compile": 2.3952 / ms}
+                workload = {"workload": f"{batch}x100-128-64-10", "dtype": "bfloat16", "device": "cuda", "numel": 1}
+                measured = {"bytes_moved": 1, "median_ms": ms, "gbps": 1.0, "percent_of_copy": None, "tflops": 432.0}
+                rows.append(bench.Measurement("mlp_seed", direction, contender, **workload, **measured, **ratios))
+    bench.print_table(rows, "mlp_seed on cuda, bfloat16", width=80)
+    printed = capsys.readouterr().out
+    assert "…" not in printed and max(map(len, printed.splitlines())) <= 80
+    assert "shapes Nx100-128-64-10" in printed and "4194304x" not in printed
+    for cell in ("vs compile", "4194304", "432.0", "7.25x", "5.70x"):
+        assert cell in printed, cell
