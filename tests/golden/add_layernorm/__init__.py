@@ -12,9 +12,10 @@ from typing import Any, NamedTuple
 import torch
 
 from .._loading import load_op_library
-from .._registration import call_op, refuse_double_backward, refuse_forward_mode
+from .._registration import refuse_double_backward, refuse_forward_mode
 
 load_op_library(Path(__file__).resolve().parent)
+_op = torch.ops.generated_ops.add_layernorm.default
 
 
 class AddLayernormResult(NamedTuple):
@@ -39,7 +40,8 @@ def add_layernorm(
     Schema: ``add_layernorm(Tensor x, Tensor residual, Tensor? weight=None, Tensor? bias=None, float eps=1e-05) -> (Tensor output, Tensor residual_out)``.
     """
     refuse_forward_mode("add_layernorm", x, residual, weight, bias)
-    outputs = call_op(torch.ops.generated_ops.add_layernorm.default, x, residual, weight, bias, eps)
+    # Its autograd formula is C++ (csrc/add_layernorm.cpp): with no gradient needed it goes straight to the kernels.
+    outputs = _op(x, residual, weight, bias, eps)
     return AddLayernormResult(outputs[0], outputs[1])
 
 
@@ -87,37 +89,6 @@ class AddLayernorm(torch.nn.Module):
         return f"{self.normalized_shape}, eps={self.eps}, elementwise_affine={self.elementwise_affine}"
 
 
-# Autograd: the forward's extra outputs (mean and rstd, one a row) are what the backward reads
-# besides the sum x + residual and the weight; they carry no gradient.
-def _setup_context(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
-    x, residual, weight, bias, eps = inputs
-    _, residual_out, mean, rstd = output
-    ctx.mark_non_differentiable(mean, rstd)
-    # An output without a gradient comes to the backward as None, not as a tensor of zeros that
-    # autograd would fill on every step (mean and rstd always, the sum when only y is used).
-    ctx.set_materialize_grads(False)
-    ctx.save_for_backward(residual_out, weight, bias, mean, rstd)
-
-
-def _backward(
-    ctx: Any, grad_output: torch.Tensor | None, grad_residual_out: torch.Tensor | None, *_: Any
-) -> tuple[torch.Tensor | None, ...]:
-    normalized, weight, bias, mean, rstd = ctx.saved_tensors
-    if grad_output is None:  # only the other output is used
-        grad_output = torch.zeros_like(normalized)
-    grad_x, grad_weight, grad_bias = torch.ops.generated_ops.add_layernorm_backward.default(
-        grad_output, grad_residual_out, normalized, weight, bias, mean, rstd
-    )
-    return (
-        grad_x,
-        grad_x,  # residual's gradient is x's: both reach the output only through their sum
-        grad_weight if weight is not None else None,
-        grad_bias if bias is not None else None,
-        None,
-    )
-
-
-torch.library.register_autograd("generated_ops::add_layernorm", _backward, setup_context=_setup_context)
-# add_layernorm_backward has no derivative of its own: differentiating it (a gradient of a gradient)
-# raises one clear error.
+# add_layernorm's autograd formula is registered in C++ (csrc/add_layernorm.cpp); add_layernorm_backward has no
+# derivative of its own: differentiating it (a gradient of a gradient) raises one clear error.
 refuse_double_backward("add_layernorm")

@@ -12,9 +12,10 @@ from typing import Any, NamedTuple
 import torch
 
 from .._loading import load_op_library
-from .._registration import call_op, refuse_double_backward, refuse_forward_mode
+from .._registration import refuse_double_backward, refuse_forward_mode
 
 load_op_library(Path(__file__).resolve().parent)
+_op = torch.ops.generated_ops.add_rmsnorm.default
 
 
 class AddRmsnormResult(NamedTuple):
@@ -35,7 +36,8 @@ def add_rmsnorm(
     Schema: ``add_rmsnorm(Tensor x, Tensor residual, Tensor? weight=None, float? eps=None) -> (Tensor output, Tensor residual_out)``.
     """
     refuse_forward_mode("add_rmsnorm", x, residual, weight)
-    outputs = call_op(torch.ops.generated_ops.add_rmsnorm.default, x, residual, weight, eps)
+    # Its autograd formula is C++ (csrc/add_rmsnorm.cpp): with no gradient needed it goes straight to the kernels.
+    outputs = _op(x, residual, weight, eps)
     return AddRmsnormResult(outputs[0], outputs[1])
 
 
@@ -79,36 +81,6 @@ class AddRmsnorm(torch.nn.Module):
         return f"{self.normalized_shape}, eps={self.eps}, elementwise_affine={self.elementwise_affine}"
 
 
-# Autograd: the forward's extra outputs (rstd, one a row) are what the backward reads
-# besides the sum x + residual and the weight; they carry no gradient.
-def _setup_context(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
-    x, residual, weight, eps = inputs
-    _, residual_out, rstd = output
-    ctx.mark_non_differentiable(rstd)
-    # An output without a gradient comes to the backward as None, not as a tensor of zeros that
-    # autograd would fill on every step (rstd always, the sum when only y is used).
-    ctx.set_materialize_grads(False)
-    ctx.save_for_backward(residual_out, weight, rstd)
-
-
-def _backward(
-    ctx: Any, grad_output: torch.Tensor | None, grad_residual_out: torch.Tensor | None, *_: Any
-) -> tuple[torch.Tensor | None, ...]:
-    normalized, weight, rstd = ctx.saved_tensors
-    if grad_output is None:  # only the other output is used
-        grad_output = torch.zeros_like(normalized)
-    grad_x, grad_weight = torch.ops.generated_ops.add_rmsnorm_backward.default(
-        grad_output, grad_residual_out, normalized, weight, rstd
-    )
-    return (
-        grad_x,
-        grad_x,  # residual's gradient is x's: both reach the output only through their sum
-        grad_weight if weight is not None else None,
-        None,
-    )
-
-
-torch.library.register_autograd("generated_ops::add_rmsnorm", _backward, setup_context=_setup_context)
-# add_rmsnorm_backward has no derivative of its own: differentiating it (a gradient of a gradient)
-# raises one clear error.
+# add_rmsnorm's autograd formula is registered in C++ (csrc/add_rmsnorm.cpp); add_rmsnorm_backward has no
+# derivative of its own: differentiating it (a gradient of a gradient) raises one clear error.
 refuse_double_backward("add_rmsnorm")

@@ -12,9 +12,10 @@ from typing import Any
 import torch
 
 from .._loading import load_op_library
-from .._registration import call_op, refuse_double_backward, refuse_forward_mode
+from .._registration import refuse_double_backward, refuse_forward_mode
 
 load_op_library(Path(__file__).resolve().parent)
+_op = torch.ops.generated_ops.layernorm.default
 
 
 def layernorm(
@@ -27,7 +28,8 @@ def layernorm(
     Schema: ``layernorm(Tensor x, Tensor? weight=None, Tensor? bias=None, float eps=1e-05) -> Tensor``.
     """
     refuse_forward_mode("layernorm", x, weight, bias)
-    outputs = call_op(torch.ops.generated_ops.layernorm.default, x, weight, bias, eps)
+    # Its autograd formula is C++ (csrc/layernorm.cpp): with no gradient needed it goes straight to the kernels.
+    outputs = _op(x, weight, bias, eps)
     return outputs[0]
 
 
@@ -75,34 +77,6 @@ class Layernorm(torch.nn.Module):
         return f"{self.normalized_shape}, eps={self.eps}, elementwise_affine={self.elementwise_affine}"
 
 
-# Autograd: the forward's extra outputs (mean and rstd, one a row) are what the backward reads
-# besides the input and the weight; they carry no gradient.
-def _setup_context(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
-    x, weight, bias, eps = inputs
-    _, mean, rstd = output
-    ctx.mark_non_differentiable(mean, rstd)
-    # An output without a gradient comes to the backward as None, not as a tensor of zeros that
-    # autograd would fill on every step (mean and rstd always).
-    ctx.set_materialize_grads(False)
-    ctx.save_for_backward(x, weight, bias, mean, rstd)
-
-
-def _backward(ctx: Any, grad_output: torch.Tensor | None, *_: Any) -> tuple[torch.Tensor | None, ...]:
-    normalized, weight, bias, mean, rstd = ctx.saved_tensors
-    if grad_output is None:  # only the other output is used
-        grad_output = torch.zeros_like(normalized)
-    grad_x, grad_weight, grad_bias = torch.ops.generated_ops.layernorm_backward.default(
-        grad_output, normalized, weight, bias, mean, rstd
-    )
-    return (
-        grad_x,
-        grad_weight if weight is not None else None,
-        grad_bias if bias is not None else None,
-        None,
-    )
-
-
-torch.library.register_autograd("generated_ops::layernorm", _backward, setup_context=_setup_context)
-# layernorm_backward has no derivative of its own: differentiating it (a gradient of a gradient)
-# raises one clear error.
+# layernorm's autograd formula is registered in C++ (csrc/layernorm.cpp); layernorm_backward has no
+# derivative of its own: differentiating it (a gradient of a gradient) raises one clear error.
 refuse_double_backward("layernorm")

@@ -12,9 +12,10 @@ from typing import Any
 import torch
 
 from .._loading import load_op_library
-from .._registration import call_op, refuse_double_backward, refuse_forward_mode
+from .._registration import refuse_double_backward, refuse_forward_mode
 
 load_op_library(Path(__file__).resolve().parent)
+_op = torch.ops.generated_ops.rmsnorm.default
 
 
 def rmsnorm(x: torch.Tensor, weight: torch.Tensor | None = None, eps: float | None = None) -> torch.Tensor:
@@ -25,7 +26,8 @@ def rmsnorm(x: torch.Tensor, weight: torch.Tensor | None = None, eps: float | No
     Schema: ``rmsnorm(Tensor x, Tensor? weight=None, float? eps=None) -> Tensor``.
     """
     refuse_forward_mode("rmsnorm", x, weight)
-    outputs = call_op(torch.ops.generated_ops.rmsnorm.default, x, weight, eps)
+    # Its autograd formula is C++ (csrc/rmsnorm.cpp): with no gradient needed it goes straight to the kernels.
+    outputs = _op(x, weight, eps)
     return outputs[0]
 
 
@@ -69,31 +71,6 @@ class Rmsnorm(torch.nn.Module):
         return f"{self.normalized_shape}, eps={self.eps}, elementwise_affine={self.elementwise_affine}"
 
 
-# Autograd: the forward's extra outputs (rstd, one a row) are what the backward reads
-# besides the input and the weight; they carry no gradient.
-def _setup_context(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
-    x, weight, eps = inputs
-    _, rstd = output
-    ctx.mark_non_differentiable(rstd)
-    # An output without a gradient comes to the backward as None, not as a tensor of zeros that
-    # autograd would fill on every step (rstd always).
-    ctx.set_materialize_grads(False)
-    ctx.save_for_backward(x, weight, rstd)
-
-
-def _backward(ctx: Any, grad_output: torch.Tensor | None, *_: Any) -> tuple[torch.Tensor | None, ...]:
-    normalized, weight, rstd = ctx.saved_tensors
-    if grad_output is None:  # only the other output is used
-        grad_output = torch.zeros_like(normalized)
-    grad_x, grad_weight = torch.ops.generated_ops.rmsnorm_backward.default(grad_output, normalized, weight, rstd)
-    return (
-        grad_x,
-        grad_weight if weight is not None else None,
-        None,
-    )
-
-
-torch.library.register_autograd("generated_ops::rmsnorm", _backward, setup_context=_setup_context)
-# rmsnorm_backward has no derivative of its own: differentiating it (a gradient of a gradient)
-# raises one clear error.
+# rmsnorm's autograd formula is registered in C++ (csrc/rmsnorm.cpp); rmsnorm_backward has no
+# derivative of its own: differentiating it (a gradient of a gradient) raises one clear error.
 refuse_double_backward("rmsnorm")
