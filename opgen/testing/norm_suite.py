@@ -17,7 +17,15 @@ from typing import Any, ClassVar
 import pytest
 import torch
 
-from opgen.testing import FLOAT_DTYPES, assert_close, misaligned, poison_allocator, random_tensor, shapes_filled_by
+from opgen.testing import (
+    FLOAT_DTYPES,
+    assert_close,
+    misaligned,
+    poison_allocator,
+    python_autograd_calls,
+    random_tensor,
+    shapes_filled_by,
+)
 from opgen.testing.op_suite import (
     GradientSuite,
     OptionalTensorsSuite,
@@ -386,6 +394,20 @@ class NormSuite(GradientSuite, OptionalTensorsSuite, SeveralTensorsSuite):
         y = as_tuple(self.op(**arguments))[0]
         filled = shapes_filled_by(lambda: torch.autograd.grad(y, [x], torch.ones_like(y)))
         assert [300] not in filled, filled
+
+    @on_devices
+    def test_a_training_step_runs_no_python_autograd(self, device: str) -> None:
+        # The autograd formula is C++ (the op's csrc/<op>.cpp): torch.library's Python autograd
+        # took a small norm's step to twice eager's host time.
+        arguments = self.arguments((4, 64), torch.float32, device)
+        inputs = [arguments[name].requires_grad_() for name in self.differentiable(arguments)]
+
+        def step() -> None:
+            outputs = as_tuple(self.op(**arguments))
+            torch.autograd.grad(outputs, inputs, [torch.ones_like(out) for out in outputs])
+
+        called = python_autograd_calls(step)
+        assert not called, f"a training step went through torch.library's Python autograd ({', '.join(called)})"
 
     def exercise_kernel_paths(self, *pieces: str) -> None:
         """Every CUDA kernel path forward and backward, aligned and one element off (the sanitizer's run).
