@@ -47,6 +47,12 @@ void refuse_forward_mode(const char* op, const Tensors&... tensors) {
       "torch.autograd.grad, torch.func.vjp or jacrev), or compute that part with PyTorch ops");
 }
 
+// A saved optional parameter as the op takes it again: an absent one is kept as an undefined
+// tensor (SavedVariable holds tensors), and comes back as nullopt.
+inline std::optional<at::Tensor> present(const at::Tensor& saved) {
+  return saved.defined() ? std::optional<at::Tensor>(saved) : std::nullopt;
+}
+
 // Held while a node's apply() calls the op's backward: a first derivative (grad mode off) goes
 // straight to the backward's kernels, past the Python autograd registration that refuses double
 // backward (microseconds a step, as long as a small layer's GEMMs); with create_graph it goes

@@ -56,11 +56,6 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> call_backward(
   return op.call(grad_output, grad_residual_out, normalized, weight, bias, mean, rstd);
 }
 
-// An absent parameter is kept as an undefined tensor; the backward op takes it as None again.
-std::optional<at::Tensor> present(const at::Tensor& t) {
-  return t.defined() ? std::optional<at::Tensor>(t) : std::nullopt;
-}
-
 // Autograd, in C++: a training step runs no Python of ours (through torch.library's Python
 // autograd a small norm's step cost several times eager's host time). The node keeps the
 // sum x + residual, the parameters and the statistics, and asks the backward op for the
@@ -77,12 +72,12 @@ struct AddLayernormBackward : public opgen::autograd::KeepingNode<AddLayernormBa
     torch::autograd::variable_list gradients(num_outputs());
     if (!grads[0].defined() && !grads[1].defined()) return gradients;
     const at::Tensor normalized = normalized_.unpack(), rstd = rstd_.unpack();
-    const std::optional<at::Tensor> weight = present(weight_.unpack());
-    const std::optional<at::Tensor> bias = present(bias_.unpack());
+    const std::optional<at::Tensor> weight = opgen::autograd::present(weight_.unpack());
+    const std::optional<at::Tensor> bias = opgen::autograd::present(bias_.unpack());
     const at::Tensor mean = mean_.unpack();
     // y's gradient is absent when only the sum is used: the backward reads it as zeros.
     const at::Tensor grad_output = grads[0].defined() ? grads[0] : at::zeros_like(normalized);
-    const std::optional<at::Tensor> grad_residual_out = present(grads[1]);
+    const std::optional<at::Tensor> grad_residual_out = opgen::autograd::present(grads[1]);
     const opgen::autograd::FirstDerivativeGuard first_derivative;
     auto [grad_x, grad_weight, grad_bias] =
         call_backward(grad_output, grad_residual_out, normalized, weight, bias, mean, rstd);

@@ -56,11 +56,6 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> call_backward(
   return op.call(grad_output, normalized, weight, bias, mean, rstd);
 }
 
-// An absent parameter is kept as an undefined tensor; the backward op takes it as None again.
-std::optional<at::Tensor> present(const at::Tensor& t) {
-  return t.defined() ? std::optional<at::Tensor>(t) : std::nullopt;
-}
-
 // Autograd, in C++: a training step runs no Python of ours (through torch.library's Python
 // autograd a small norm's step cost several times eager's host time). The node keeps the
 // input, the parameters and the statistics, and asks the backward op for the
@@ -76,8 +71,8 @@ struct LayernormBackward : public opgen::autograd::KeepingNode<LayernormBackward
     torch::autograd::variable_list gradients(num_outputs());
     if (!grads[0].defined()) return gradients;
     const at::Tensor normalized = normalized_.unpack(), rstd = rstd_.unpack();
-    const std::optional<at::Tensor> weight = present(weight_.unpack());
-    const std::optional<at::Tensor> bias = present(bias_.unpack());
+    const std::optional<at::Tensor> weight = opgen::autograd::present(weight_.unpack());
+    const std::optional<at::Tensor> bias = opgen::autograd::present(bias_.unpack());
     const at::Tensor mean = mean_.unpack();
     const at::Tensor& grad_output = grads[0];
     const opgen::autograd::FirstDerivativeGuard first_derivative;

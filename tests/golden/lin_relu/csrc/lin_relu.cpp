@@ -70,9 +70,7 @@ struct LinReluBackward : public opgen::autograd::KeepingNode<LinReluBackward> {
     if (!grads[0].defined()) return gradients;
     const at::Tensor x = x_.unpack(), weight = weight_.unpack(),
                      preactivation = preactivation_.unpack();
-    const at::Tensor saved_bias = bias_.unpack();
-    const std::optional<at::Tensor> bias =
-        saved_bias.defined() ? std::optional<at::Tensor>(saved_bias) : std::nullopt;
+    const std::optional<at::Tensor> bias = opgen::autograd::present(bias_.unpack());
     const at::Tensor out = out_.unpack();
     const bool need_x = task_should_compute_output(0), need_weight = task_should_compute_output(1);
     const bool need_bias = bias.has_value() && task_should_compute_output(2);

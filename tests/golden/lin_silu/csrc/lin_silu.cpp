@@ -69,9 +69,7 @@ struct LinSiluBackward : public opgen::autograd::KeepingNode<LinSiluBackward> {
     if (!grads[0].defined()) return gradients;
     const at::Tensor x = x_.unpack(), weight = weight_.unpack(),
                      preactivation = preactivation_.unpack();
-    const at::Tensor saved_bias = bias_.unpack();
-    const std::optional<at::Tensor> bias =
-        saved_bias.defined() ? std::optional<at::Tensor>(saved_bias) : std::nullopt;
+    const std::optional<at::Tensor> bias = opgen::autograd::present(bias_.unpack());
     // The backward reads only the output's shape: the incoming gradient has it.
     const at::Tensor& out = grads[0];
     const bool need_x = task_should_compute_output(0), need_weight = task_should_compute_output(1);
