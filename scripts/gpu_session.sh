@@ -140,6 +140,9 @@ read -r -a tools <<< "${SANITIZE_TOOLS:-all}"
 read -r -a pieces <<< "${SANITIZE_PIECES:-}"
 [ "${pieces[*]:-}" = all ] && read -r -a pieces <<< "$(python3 -c 'from opgen.testing.norm_suite import SANITIZER_PIECES as p; print(*p)')"
 in_pieces() { [ ${#pieces[@]} -gt 0 ]; }
+# Whether op's sanitizer run takes pieces (the norm ops' test modules; the others would ignore
+# them and run their whole workload once a piece).
+takes_pieces() { grep -q "exercise_kernel_paths(\*sys.argv" "$work/generated_ops/$1/test_$1.py" 2>/dev/null; }
 pieces_of() {  # tool: its pieces
   if [[ " ${SANITIZE_PIECE_TOOLS:-${tools[*]}} " == *" $1 "* ]]; then echo "${pieces[*]}"; else echo whole; fi
 }
@@ -154,7 +157,7 @@ piece_logs="$work/sanitize-pieces"; rm -rf "$piece_logs"; mkdir -p "$piece_logs"
 start_sanitizers() {  # in the background
   for op in "${sanitized[@]}"; do
     for tool in "${tools[@]}"; do
-      if in_pieces "$tool"; then
+      if in_pieces && takes_pieces "$op"; then
         for piece in $(pieces_of "$tool"); do
           # SANITIZE_JOBS: at most this many pieces at once (default 16).
           while [ "$(jobs -rp | wc -l)" -ge "${SANITIZE_JOBS:-16}" ]; do wait -n; done
@@ -228,7 +231,7 @@ if has_mode sanitize; then
   wait "${sanitizing[@]}"
   for op in "${sanitized[@]}"; do
     for tool in "${tools[@]}"; do
-      if in_pieces "$tool"; then
+      if in_pieces && takes_pieces "$op"; then
         for piece in $(pieces_of "$tool"); do
           log="$piece_logs/$op-$tool-$piece.log"
           summary=$(grep -E "(ERROR|RACECHECK) SUMMARY" "$log" | tail -1 | sed 's/^=* *//')
