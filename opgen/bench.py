@@ -423,9 +423,12 @@ def print_table(measurements: Sequence[Measurement], title: str, *, width: int |
     from rich.table import Table
 
     compute = any(m.tflops is not None for m in measurements)
+    tail = _shared_shape_tail([m.workload for m in measurements])
+    if tail:  # the column holds N, the title the rest
+        title = f"{title}, shapes N{tail}"
     cells: dict[str, list[str]] = {
         "dir": [_SHORT_DIRECTIONS.get(m.direction, m.direction) for m in measurements],
-        "shape": [m.workload for m in measurements],
+        "N" if tail else "shape": [m.workload.removesuffix(tail) for m in measurements],
         "dtype": [m.dtype for m in measurements],
         "contender": [m.contender for m in measurements],
         "ms": [f"{m.median_ms:.4f}" for m in measurements],
@@ -436,11 +439,6 @@ def print_table(measurements: Sequence[Measurement], title: str, *, width: int |
     }
     if len(set(cells["dtype"])) <= 1:
         del cells["dtype"]
-    tail = _shared_shape_tail(cells["shape"])
-    if tail:  # the column holds N, the title the rest
-        cells = {("N" if name == "shape" else name): column for name, column in cells.items()}
-        cells["N"] = [shape.removesuffix(tail) for shape in cells["N"]]
-        title = f"{title}, shapes N{tail}"
     shown = {name: column for name, column in cells.items() if any(column)}
     table = Table(title=title, box=box.SIMPLE_HEAD, collapse_padding=True, pad_edge=False)
     for name, column in shown.items():

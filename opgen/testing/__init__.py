@@ -283,12 +283,21 @@ def python_autograd_calls(step: Callable[[], object]) -> list[str]:
     return called
 
 
-def assert_past_python_autograd(call: Callable[[], object]) -> None:
-    """``call()``, which needs no gradient, runs none of torch.library's Python autograd kernel."""
+def assert_past_python_autograd(call: Callable[[], object], *, training: bool = False) -> None:
+    """``call()`` runs none of torch.library's Python autograd kernel.
+
+    ``call`` needs no gradient, or with ``training`` is a forward and backward of an op whose
+    autograd formula is C++ (the norm, linear and MLP ops).
+    """
     called = python_autograd_calls(call)
+    if training:
+        hint = "register the op's autograd formula in C++ (an Autograd kernel, opgen/autograd_node.h)"
+    else:
+        hint = "call the op through the workspace's _registration.call_op"
+    what = "a training step" if training else "a call needing no gradient"
     assert not called, (
-        f"a call needing no gradient went through torch.library's Python autograd kernel ({', '.join(called)}), "
-        "which costs more than a small op's kernel: call the op through the workspace's _registration.call_op"
+        f"{what} went through torch.library's Python autograd kernel ({', '.join(called)}), "
+        f"which costs more than a small op's kernel: {hint}"
     )
 
 
