@@ -8,6 +8,7 @@
 #pragma once
 
 #include <ATen/core/LegacyTypeDispatch.h>
+#include <ATen/core/dispatch/Dispatcher.h>
 #include <c10/core/GradMode.h>
 #include <c10/util/Exception.h>
 #include <c10/util/intrusive_ptr.h>
@@ -45,6 +46,14 @@ void refuse_forward_mode(const char* op, const Tensors&... tensors) {
       ": forward-mode AD (torch.func.jvp, jacfwd, torch.autograd.forward_ad) is not "
       "supported, its kernels differentiate in reverse mode only; use reverse mode (backward, "
       "torch.autograd.grad, torch.func.vjp or jacrev), or compute that part with PyTorch ops");
+}
+
+// The op `name` ("generated_ops::<op>") as the dispatcher calls it, which picks its CPU, CUDA or
+// Meta kernel; Signature is its C++ type (decltype of its Meta kernel). A node keeps the handle in
+// a static at its call site, looked up once.
+template <class Signature>
+c10::TypedOperatorHandle<Signature> typed_op(const char* name) {
+  return c10::Dispatcher::singleton().findSchemaOrThrow(name, "").typed<Signature>();
 }
 
 // A saved optional parameter as the op takes it again: an absent one is kept as an undefined

@@ -2,7 +2,6 @@
 // The schemas of add_rmsnorm and its backward, their Meta kernels, and the forward's autograd
 // formula. The forward also returns the statistics its backward reads (rstd, one a row); the Python
 // function hands the user only the outputs.
-#include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/ops/zeros_like.h>
 #include <torch/csrc/autograd/function.h>
 #include <torch/csrc/autograd/functions/utils.h>
@@ -39,9 +38,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> call_forward(const at::Tensor& x,
                                                             const at::Tensor& residual,
                                                             const std::optional<at::Tensor>& weight,
                                                             std::optional<double> eps) {
-  static const auto op = c10::Dispatcher::singleton()
-                             .findSchemaOrThrow("generated_ops::add_rmsnorm", "")
-                             .typed<decltype(add_rmsnorm_meta)>();
+  static const auto op =
+      opgen::autograd::typed_op<decltype(add_rmsnorm_meta)>("generated_ops::add_rmsnorm");
   return op.call(x, residual, weight, eps);
 }
 
@@ -50,9 +48,8 @@ std::tuple<at::Tensor, at::Tensor> call_backward(const at::Tensor& grad_output,
                                                  const at::Tensor& normalized,
                                                  const std::optional<at::Tensor>& weight,
                                                  const at::Tensor& rstd) {
-  static const auto op = c10::Dispatcher::singleton()
-                             .findSchemaOrThrow("generated_ops::add_rmsnorm_backward", "")
-                             .typed<decltype(add_rmsnorm_backward_meta)>();
+  static const auto op = opgen::autograd::typed_op<decltype(add_rmsnorm_backward_meta)>(
+      "generated_ops::add_rmsnorm_backward");
   return op.call(grad_output, grad_residual_out, normalized, weight, rstd);
 }
 

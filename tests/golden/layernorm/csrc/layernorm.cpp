@@ -2,7 +2,6 @@
 // The schemas of layernorm and its backward, their Meta kernels, and the forward's autograd
 // formula. The forward also returns the statistics its backward reads (mean and rstd, one a row);
 // the Python function hands the user only the outputs.
-#include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/ops/zeros_like.h>
 #include <torch/csrc/autograd/function.h>
 #include <torch/csrc/autograd/functions/utils.h>
@@ -40,9 +39,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> call_forward(const at::Tensor& x,
                                                             const std::optional<at::Tensor>& weight,
                                                             const std::optional<at::Tensor>& bias,
                                                             double eps) {
-  static const auto op = c10::Dispatcher::singleton()
-                             .findSchemaOrThrow("generated_ops::layernorm", "")
-                             .typed<decltype(layernorm_meta)>();
+  static const auto op =
+      opgen::autograd::typed_op<decltype(layernorm_meta)>("generated_ops::layernorm");
   return op.call(x, weight, bias, eps);
 }
 
@@ -50,9 +48,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> call_backward(
     const at::Tensor& grad_output, const at::Tensor& normalized,
     const std::optional<at::Tensor>& weight, const std::optional<at::Tensor>& bias,
     const at::Tensor& mean, const at::Tensor& rstd) {
-  static const auto op = c10::Dispatcher::singleton()
-                             .findSchemaOrThrow("generated_ops::layernorm_backward", "")
-                             .typed<decltype(layernorm_backward_meta)>();
+  static const auto op = opgen::autograd::typed_op<decltype(layernorm_backward_meta)>(
+      "generated_ops::layernorm_backward");
   return op.call(grad_output, normalized, weight, bias, mean, rstd);
 }
 

@@ -5,7 +5,6 @@
 // when a gradient will be needed) and the activation's backward reads it, the pre-activation.
 // Its autograd formula is registered here too, in C++ (the Autograd kernel below): a training
 // step of a small layer then pays no Python between the dispatcher and the kernels.
-#include <ATen/core/dispatch/Dispatcher.h>
 #include <torch/csrc/autograd/function.h>
 #include <torch/csrc/autograd/functions/utils.h>
 #include <torch/csrc/autograd/saved_variable.h>
@@ -39,9 +38,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> lin_silu_backward_meta(
 std::tuple<at::Tensor, at::Tensor> call_forward(const at::Tensor& x, const at::Tensor& weight,
                                                 const std::optional<at::Tensor>& bias,
                                                 bool keep_preactivation) {
-  static const auto op = c10::Dispatcher::singleton()
-                             .findSchemaOrThrow("generated_ops::lin_silu", "")
-                             .typed<decltype(lin_silu_meta)>();
+  static const auto op =
+      opgen::autograd::typed_op<decltype(lin_silu_meta)>("generated_ops::lin_silu");
   return op.call(x, weight, bias, keep_preactivation);
 }
 
@@ -49,9 +47,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> call_backward(
     const at::Tensor& grad_out, const at::Tensor& x, const at::Tensor& weight,
     const std::optional<at::Tensor>& bias, const at::Tensor& out, const at::Tensor& preactivation,
     bool need_x, bool need_weight, bool need_bias) {
-  static const auto op = c10::Dispatcher::singleton()
-                             .findSchemaOrThrow("generated_ops::lin_silu_backward", "")
-                             .typed<decltype(lin_silu_backward_meta)>();
+  static const auto op = opgen::autograd::typed_op<decltype(lin_silu_backward_meta)>(
+      "generated_ops::lin_silu_backward");
   return op.call(grad_out, x, weight, bias, out, preactivation, need_x, need_weight, need_bias);
 }
 // Autograd, in C++ (a training step runs no Python of ours): the node below keeps x, weight, bias

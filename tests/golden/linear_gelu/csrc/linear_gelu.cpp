@@ -5,7 +5,6 @@
 // when a gradient will be needed) and the activation's backward reads it, the pre-activation.
 // Its autograd formula is registered here too, in C++ (the Autograd kernel below): a training
 // step of a small layer then pays no Python between the dispatcher and the kernels.
-#include <ATen/core/dispatch/Dispatcher.h>
 #include <torch/csrc/autograd/function.h>
 #include <torch/csrc/autograd/functions/utils.h>
 #include <torch/csrc/autograd/saved_variable.h>
@@ -42,9 +41,8 @@ std::tuple<at::Tensor, at::Tensor> call_forward(const at::Tensor& x, const at::T
                                                 const std::optional<at::Tensor>& bias,
                                                 c10::string_view approximate,
                                                 bool keep_preactivation) {
-  static const auto op = c10::Dispatcher::singleton()
-                             .findSchemaOrThrow("generated_ops::linear_gelu", "")
-                             .typed<decltype(linear_gelu_meta)>();
+  static const auto op =
+      opgen::autograd::typed_op<decltype(linear_gelu_meta)>("generated_ops::linear_gelu");
   return op.call(x, weight, bias, approximate, keep_preactivation);
 }
 
@@ -52,9 +50,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> call_backward(
     const at::Tensor& grad_out, const at::Tensor& x, const at::Tensor& weight,
     const std::optional<at::Tensor>& bias, c10::string_view approximate, const at::Tensor& out,
     const at::Tensor& preactivation, bool need_x, bool need_weight, bool need_bias) {
-  static const auto op = c10::Dispatcher::singleton()
-                             .findSchemaOrThrow("generated_ops::linear_gelu_backward", "")
-                             .typed<decltype(linear_gelu_backward_meta)>();
+  static const auto op = opgen::autograd::typed_op<decltype(linear_gelu_backward_meta)>(
+      "generated_ops::linear_gelu_backward");
   return op.call(grad_out, x, weight, bias, approximate, out, preactivation, need_x, need_weight,
                  need_bias);
 }

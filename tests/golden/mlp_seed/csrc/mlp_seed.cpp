@@ -5,7 +5,6 @@
 // will be needed), what the backward reads (opgen/mlp.h); the backward returns the gradients of
 // x and of every weight and bias. Its autograd formula is registered here too, in C++ (the
 // Autograd kernel below): a training step pays no Python between the dispatcher and the kernels.
-#include <ATen/core/dispatch/Dispatcher.h>
 #include <torch/csrc/autograd/function.h>
 #include <torch/csrc/autograd/functions/utils.h>
 #include <torch/csrc/autograd/saved_variable.h>
@@ -41,9 +40,8 @@ std::tuple<at::Tensor, at::Tensor> call_forward(const at::Tensor& x, const at::T
                                                 const at::Tensor& b1, const at::Tensor& w2,
                                                 const at::Tensor& b2, const at::Tensor& w3,
                                                 const at::Tensor& b3, bool keep_saved) {
-  static const auto op = c10::Dispatcher::singleton()
-                             .findSchemaOrThrow("generated_ops::mlp_seed", "")
-                             .typed<decltype(mlp_seed_meta)>();
+  static const auto op =
+      opgen::autograd::typed_op<decltype(mlp_seed_meta)>("generated_ops::mlp_seed");
   return op.call(x, w1, b1, w2, b2, w3, b3, keep_saved);
 }
 
@@ -52,9 +50,8 @@ std::vector<at::Tensor> call_backward(const at::Tensor& grad_y, const at::Tensor
                                       const at::Tensor& w2, const at::Tensor& b2,
                                       const at::Tensor& w3, const at::Tensor& b3,
                                       const at::Tensor& y, const at::Tensor& saved) {
-  static const auto op = c10::Dispatcher::singleton()
-                             .findSchemaOrThrow("generated_ops::mlp_seed_backward", "")
-                             .typed<decltype(mlp_seed_backward_meta)>();
+  static const auto op = opgen::autograd::typed_op<decltype(mlp_seed_backward_meta)>(
+      "generated_ops::mlp_seed_backward");
   return op.call(grad_y, x, w1, b1, w2, b2, w3, b3, y, saved);
 }
 

@@ -5,7 +5,6 @@
 // will be needed), what the backward reads (opgen/mlp.h); the backward returns the gradients of
 // x and of every weight and bias. Its autograd formula is registered here too, in C++ (the
 // Autograd kernel below): a training step pays no Python between the dispatcher and the kernels.
-#include <ATen/core/dispatch/Dispatcher.h>
 #include <torch/csrc/autograd/function.h>
 #include <torch/csrc/autograd/functions/utils.h>
 #include <torch/csrc/autograd/saved_variable.h>
@@ -35,18 +34,16 @@ std::vector<at::Tensor> mlp_two_backward_meta(const at::Tensor& grad_y, const at
 // kernel).
 std::tuple<at::Tensor, at::Tensor> call_forward(const at::Tensor& x, const at::Tensor& w1,
                                                 const at::Tensor& w2, bool keep_saved) {
-  static const auto op = c10::Dispatcher::singleton()
-                             .findSchemaOrThrow("generated_ops::mlp_two", "")
-                             .typed<decltype(mlp_two_meta)>();
+  static const auto op =
+      opgen::autograd::typed_op<decltype(mlp_two_meta)>("generated_ops::mlp_two");
   return op.call(x, w1, w2, keep_saved);
 }
 
 std::vector<at::Tensor> call_backward(const at::Tensor& grad_y, const at::Tensor& x,
                                       const at::Tensor& w1, const at::Tensor& w2,
                                       const at::Tensor& y, const at::Tensor& saved) {
-  static const auto op = c10::Dispatcher::singleton()
-                             .findSchemaOrThrow("generated_ops::mlp_two_backward", "")
-                             .typed<decltype(mlp_two_backward_meta)>();
+  static const auto op =
+      opgen::autograd::typed_op<decltype(mlp_two_backward_meta)>("generated_ops::mlp_two_backward");
   return op.call(grad_y, x, w1, w2, y, saved);
 }
 
