@@ -1,5 +1,7 @@
 """A few training steps (forward keeping activations, then every gradient) of one fused MLP op.
 
+With --forward-only: a few inference forwards instead (no gradient: the kernel that keeps nothing).
+
 For a profiler that times or reads the counters of its kernels (ncu, compute-sanitizer), e.g.
 
     ncu --clock-control none -k regex:backward_kernel -s 2 -c 1 --section SpeedOfLight \
@@ -25,13 +27,17 @@ def main() -> None:
     parser.add_argument("--rows", type=int, default=2**22)
     parser.add_argument("--dtype", default="bfloat16")
     parser.add_argument("--steps", type=int, default=3)
+    parser.add_argument("--forward-only", action="store_true", help="inference: the forward alone")
     args = parser.parse_args()
     sys.path.insert(0, str(args.workspace.resolve().parent))
     torch.backends.cuda.matmul.allow_tf32 = True
     module = importlib.import_module(f"generated_ops.{args.op}")
-    work = mlp_workload(args.rows, module.WIDTHS, getattr(torch, args.dtype), "cuda", backward=True, bias=module.BIAS)
+    training = not args.forward_only
+    work = mlp_workload(
+        args.rows, module.WIDTHS, getattr(torch, args.dtype), "cuda", backward=training, bias=module.BIAS
+    )
     inputs = work.make_inputs()
-    step = with_gradients(getattr(module, args.op))
+    step = with_gradients(getattr(module, args.op)) if training else getattr(module, args.op)
     for _ in range(args.steps):
         step(*inputs)
     torch.cuda.synchronize()
