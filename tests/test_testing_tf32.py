@@ -4,19 +4,14 @@ import math
 
 import torch
 
-from opgen.testing.tf32 import EmulatedTf32, truncate_to_tf32
+from opgen.testing.tf32 import EmulatedTf32, round_to_tf32
 
 
-def test_truncate_to_tf32_keeps_ten_mantissa_bits_toward_zero() -> None:
-    values = torch.tensor(
-        [1 + 2**-11, 1 + 2**-10 + 2**-11, -(1 + 2**-10 + 2**-12), 1 - 2**-24, 2.0**-130 * 3, math.inf, -math.inf, 0.0],
-        dtype=torch.float64,
-    )
-    expected = torch.tensor(
-        [1.0, 1 + 2**-10, -(1 + 2**-10), 1 - 2**-11, 2.0**-130 * 3, math.inf, -math.inf, 0.0], dtype=torch.float64
-    )
-    assert torch.equal(truncate_to_tf32(values), expected)
-    assert torch.isnan(truncate_to_tf32(torch.tensor([math.nan]))).all()
+def test_round_to_tf32_keeps_ten_mantissa_bits_rounding_ties_away() -> None:
+    values = torch.tensor([1 + 2**-11, 1 + 2**-12, -(1 + 2**-11), 1 + 3 * 2**-11, math.inf, 0.0], dtype=torch.float64)
+    expected = torch.tensor([1 + 2**-10, 1.0, -(1 + 2**-10), 1 + 2 * 2**-10, math.inf, 0.0], dtype=torch.float64)
+    assert torch.equal(round_to_tf32(values), expected)
+    assert torch.isnan(round_to_tf32(torch.tensor([math.nan]))).all()
 
 
 def test_products_and_their_gradients_read_tf32_operands() -> None:
@@ -27,8 +22,8 @@ def test_products_and_their_gradients_read_tf32_operands() -> None:
     with EmulatedTf32():
         out = torch.nn.functional.linear(x, w, b)
         dx, dw = torch.autograd.grad(out, [x, w], grad)
-    tf32 = truncate_to_tf32
+    tf32 = round_to_tf32
     torch.testing.assert_close(out, tf32(x.detach()) @ tf32(w.detach()).T + b, rtol=1e-12, atol=1e-12)
     torch.testing.assert_close(dx, tf32(grad) @ tf32(w.detach()), rtol=1e-12, atol=1e-12)
     torch.testing.assert_close(dw, tf32(grad).T @ tf32(x.detach()), rtol=1e-12, atol=1e-12)
-    assert not torch.allclose(out, x.detach() @ w.detach().T + b, rtol=1e-9, atol=0)  # it did truncate
+    assert not torch.allclose(out, x.detach() @ w.detach().T + b, rtol=1e-9, atol=0)  # it did round

@@ -5,11 +5,10 @@ suggests: a ReLU whose pre-activation lands within rounding of 0 takes the other
 gradient passes or stops a whole row's worth of signal. For a 4-layer ReLU network of width 64
 that alone puts the input gradient 0.6e-2 to 3.8e-2 (in norm) from float64, depending on the
 draw, so no fixed tolerance tells a correct TF32 kernel from a wrong one. The same math with its
-products' operands read as the kernels' tensor cores read them (truncated to TF32: the fused MLP
-hands them its floats as they are, opgen/mlp.cuh) takes nearly the same branches as the kernel
-does: measured against it, a correct kernel is within about 1e-5 (3e-3 when one branch differs),
-a wrong one is not. ``cuBLAS`` itself may not use TF32 for small products even where allowed, so
-PyTorch's own float32 result is no stand-in.
+products' operands rounded to TF32 takes nearly the same branches as the kernel does: measured
+against it, a correct kernel is within about 1e-5 (3e-3 when one branch differs), a wrong one is
+not. ``cuBLAS`` itself may not use TF32 for small products even where allowed, so PyTorch's own
+float32 result is no stand-in.
 """
 
 from __future__ import annotations
@@ -22,14 +21,14 @@ from torch.utils._python_dispatch import TorchDispatchMode
 aten = torch.ops.aten
 
 
-def truncate_to_tf32(t: torch.Tensor) -> torch.Tensor:
-    """``t`` truncated to TF32 (10 mantissa bits, toward zero), in ``t``'s dtype; infinities and NaNs kept.
+def round_to_tf32(t: torch.Tensor) -> torch.Tensor:
+    """``t`` rounded to TF32 (10 mantissa bits, to nearest, ties away from zero), in ``t``'s dtype.
 
-    As the tensor cores read a float handed to a TF32 MMA (opgen/tensor_core.cuh's tf32_truncated).
+    As ``cvt.rna.tf32.f32`` rounds a float before the tensor cores read it (opgen/tensor_core.cuh).
     """
     bits = t.detach().to(torch.float32).contiguous().view(torch.int32)
-    truncated = (bits & ~0x1FFF).view(torch.float32)  # sign, exponent and the top 10 mantissa bits
-    return torch.where(torch.isfinite(t), truncated.to(t.dtype), t)
+    rounded = ((bits + 0x1000) & ~0x1FFF).view(torch.float32)  # sign and magnitude: ties go away from 0
+    return torch.where(torch.isfinite(t), rounded.to(t.dtype), t)
 
 
 # The products and which of their arguments are matrix operands (addmm's first is the bias, added
@@ -43,13 +42,13 @@ _OPERANDS = {
 
 
 class EmulatedTf32(TorchDispatchMode):
-    """Within it, every mm/bmm/addmm/baddbmm (forward and autograd's backward) truncates its operands to TF32."""
+    """Within it, every mm/bmm/addmm/baddbmm (forward and autograd's backward) rounds its operands to TF32."""
 
     def __torch_dispatch__(self, func: Any, types: Any, args: tuple[Any, ...] = (), kwargs: Any = None) -> Any:
         operands = _OPERANDS.get(func)
         if operands is not None:
             args = tuple(
-                truncate_to_tf32(a) if i in operands and isinstance(a, torch.Tensor) and a.is_floating_point() else a
+                round_to_tf32(a) if i in operands and isinstance(a, torch.Tensor) and a.is_floating_point() else a
                 for i, a in enumerate(args)
             )
         return func(*args, **(kwargs or {}))

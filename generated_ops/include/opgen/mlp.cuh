@@ -24,11 +24,7 @@
 //     tiles' row lengths; the user's tensors are read and written at their own widths.
 //   * bfloat16/float16 multiply in their own type with float accumulation, rounding each layer's
 //     output to the type as eager PyTorch does; float32 multiplies in tf32 (only called where
-//     allow_tf32 permits it) and keeps float activations. Every tf32 operand (x, activations,
-//     gradients, weights) reaches the tensor cores as the float it is, which they read truncated
-//     to tf32 (tc::tf32_truncated), as cuBLAS's Hopper TF32 GEMMs read theirs: rounding first
-//     (cvt.rna) cost two instructions a value, 12-13% of the Hopper forward's time (H200,
-//     2026-11-28: seed at 2^18 rows 62.5 -> 55.7 us, 64-64-64-64-16 46.4 -> 40.8).
+//     allow_tf32 permits it) and keeps float activations.
 //
 // The backward kernel reads what the forward kept (opgen/mlp.h: each hidden output and, for GELU
 // and SiLU, the pre-activations), carries the gradient from the output to x through the
@@ -182,8 +178,8 @@ struct Operand {
 template <typename T, int kWidth>
 __device__ __forceinline__ void put(Operand<T, kWidth>& a, int t, int half, float lo, float hi) {
   if constexpr (std::is_same_v<T, float>) {
-    a.step[t].reg[half] = tc::tf32_truncated(lo);  // physical column quad_lane: logical 2*quad_lane
-    a.step[t].reg[2 + half] = tc::tf32_truncated(hi);  // physical quad_lane + 4: 2*quad_lane + 1
+    a.step[t].reg[half] = tc::to_tf32(lo);      // physical column quad_lane: logical 2*quad_lane
+    a.step[t].reg[2 + half] = tc::to_tf32(hi);  // physical quad_lane + 4: logical 2*quad_lane + 1
   } else {
     a.step[t / 2].reg[2 * (t % 2) + half] = pack2<T>(lo, hi);
   }
@@ -804,7 +800,7 @@ __device__ __forceinline__ void static_for(F&& f) {
 // Layer l's weights (or their transpose, for the backward) into its swizzled tile, zero-padded:
 // forward [padded(out)][padded(in)] holding W[n][k]; backward [padded(in)][padded(out)] holding
 // W[n][j] at row j, column n. Columns are placed where the fragment loads expect them, float
-// values as they are (the MMAs read them truncated to tf32). Each thread has 16 loads in
+// values already rounded to tf32 (so the MMAs read them as they are). Each thread has 16 loads in
 // flight before it stores: one round trip to memory per 16 elements a thread, not per element.
 template <typename T, class Net, int kLayer, bool kTranspose>
 __device__ void stage_weights(T* tile, const T* weight) {
@@ -829,7 +825,7 @@ __device__ void stage_weights(T* tile, const T* weight) {
       if (i < kTotal) {
         const int r = i / kCols, c = i % kCols;
         if constexpr (std::is_same_v<T, float>) {
-          tile[Tile::offset(r, stored_column<T>(c))] = v[j];
+          tile[Tile::offset(r, stored_column<T>(c))] = __uint_as_float(tc::to_tf32(v[j]));
         } else {
           tile[Tile::offset(r, stored_column<T>(c))] = v[j];
         }
@@ -879,7 +875,7 @@ __device__ __forceinline__ void warp_layer(const Operand<T, kWidth>& a, const T*
       for (int j = 0; j < kGroup; j += 2) {
         tc::FragmentB b0, b1;
         if constexpr (std::is_same_v<T, float>) {
-          tc::load_b_tf32_pair_as_stored<Tile>(b0, b1, tile, (t0 + j) * 8, kt * kStep, lane);
+          tc::load_b_tf32_pair_rounded<Tile>(b0, b1, tile, (t0 + j) * 8, kt * kStep, lane);
         } else {
           tc::load_b16_pair<Tile, false>(b0, b1, tile, (t0 + j) * 8, kt * kStep, lane);
         }
@@ -1260,7 +1256,7 @@ __global__ void __launch_bounds__(backward_kernel_warps<T, kWeights>() * 32, 1)
             const tc::FragmentCoord at = tc::a_tf32_coord(lane, r);  // (m, k)
             const int k = k0 + at.col;
             a.reg[r] = at.row < kOutWidth && k < valid
-                           ? tc::tf32_truncated(static_cast<float>(buffer[k * kOutWidth + at.row]))
+                           ? tc::to_tf32(static_cast<float>(buffer[k * kOutWidth + at.row]))
                            : 0u;
           }
 #pragma unroll
@@ -1270,7 +1266,7 @@ __global__ void __launch_bounds__(backward_kernel_warps<T, kWeights>() * 32, 1)
             for (int r = 0; r < 2; ++r) {
               const tc::FragmentCoord at = tc::b_tf32_coord(lane, r);  // (k, n)
               const int k = k0 + at.row;
-              b.reg[r] = k < valid ? tc::tf32_truncated(static_cast<float>(
+              b.reg[r] = k < valid ? tc::to_tf32(static_cast<float>(
                                          kept[k * Tiles::kPitch + kColumn + 8 * j + at.col]))
                                    : 0u;
             }

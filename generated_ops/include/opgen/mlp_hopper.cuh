@@ -145,7 +145,7 @@ __device__ __forceinline__ void wgmma(float (&d)[kN / 2], const uint32_t (&a)[4]
 }
 
 // A from shared memory (descriptor `a_desc`: K-major, 128-byte swizzle, as the weights), 16-bit
-// types only here (Plan::kSharedX says why not tf32).
+// types only here (tf32 would read the floats truncated, not rounded as the register path does).
 template <typename T, int kN>
 __device__ __forceinline__ void wgmma_shared_a(float (&d)[kN / 2], uint64_t a_desc, uint64_t desc,
                                                bool accumulate) {
@@ -226,9 +226,8 @@ struct Plan {
   // swizzled layout: a warpgroup's 64 rows a slice, warp w's at rows 16 w; two such tiles a
   // warpgroup, the next tile's rows landing in one while the other is read): no registers and no
   // instructions turn x into an operand. Where the two tiles do not fit, x comes through the
-  // registers as the other layers' A. Not tf32: its weights' k columns are permuted within each
-  // group of 8 to match the register A fragment (mlp.cuh's stored_column), which rows of x copied
-  // as they are would not be.
+  // registers as the other layers' A. Not tf32: wgmma reads shared floats truncated to tf32, where
+  // the register path rounds them as the GEMMs it is checked against do.
   static constexpr int kRowBytes = Net::width(0) * static_cast<int>(sizeof(T));
   static constexpr bool kSharedXType = !std::is_same_v<T, float> && kRowBytes % 4 == 0;
   static constexpr int kPiece = kRowBytes % 16 == 0 ? 16 : kRowBytes % 8 == 0 ? 8 : 4;
@@ -284,8 +283,7 @@ using BitsOf = std::conditional_t<
 // Every layer's weights W[n][k] into their slices, zero-padded, in one round trip to memory and
 // whole 16-byte chunks of shared memory. A thread's unit of work is 8 consecutive k of one row n of
 // a layer's padded [kN][kK]: one chunk in 16-bit types; in float (tf32) the two chunks of one
-// group of 8, which hold logical k 0, 2, 4, 6 and 1, 3, 5, 7 (stored_column), as they are (the
-// MMAs read them truncated to tf32: mlp.cuh's header).
+// group of 8, which hold logical k 0, 2, 4, 6 and 1, 3, 5, 7 (stored_column), each rounded to tf32.
 // Each thread first loads the values of all its units of every layer (in the widest pieces that
 // the rows' length and the tensor's alignment allow; zeros past the layer's own widths), runs
 // `meanwhile` (the biases' loads join the same trip), then stores its chunks.
@@ -353,9 +351,10 @@ __device__ void stage_weights(unsigned char* base, const Params<T>& p, const Mea
       const int c = (k0 % P::kSlice) * kSize / 16;
       const T* const v = values[first_unit(l) + j];
       if constexpr (std::is_same_v<T, float>) {
-        const auto bits = [&](int i) { return tc::tf32_truncated(v[i]); };
-        const uint4 even = make_uint4(bits(0), bits(2), bits(4), bits(6));
-        const uint4 odd = make_uint4(bits(1), bits(3), bits(5), bits(7));
+        const uint4 even =
+            make_uint4(tc::to_tf32(v[0]), tc::to_tf32(v[2]), tc::to_tf32(v[4]), tc::to_tf32(v[6]));
+        const uint4 odd =
+            make_uint4(tc::to_tf32(v[1]), tc::to_tf32(v[3]), tc::to_tf32(v[5]), tc::to_tf32(v[7]));
         *reinterpret_cast<uint4*>(row + ((c ^ (n % 8)) * 16)) = even;
         *reinterpret_cast<uint4*>(row + (((c + 1) ^ (n % 8)) * 16)) = odd;
       } else {

@@ -227,8 +227,8 @@ class TestMlpSeed(GradientSuite, SeveralTensorsSuite):
     def test_float32_through_tf32(self, device: str, rows: int) -> None:
         # allow_tf32: the fused kernel on TF32 tensor cores, forward and backward; without it the
         # exact path (ATen's float32 GEMMs). TF32 is held to the same math with every product's
-        # operands truncated to TF32 (opgen.testing.tf32): float64 is 0.6e-2 to 4e-2 away from any
-        # TF32 input gradient here, by ReLU branches the truncation flips, and cuBLAS may not use
+        # operands rounded to TF32 (opgen.testing.tf32): float64 is 0.6e-2 to 4e-2 away from any
+        # TF32 input gradient here, by ReLU branches the rounding flips, and cuBLAS may not use
         # TF32 for products this small, so PyTorch's float32 is no measure either.
         arguments = self.arguments((rows, 1), torch.float32, device)
         names = ("x", *PARAMETERS)

@@ -351,7 +351,7 @@ __device__ __forceinline__ void load_b16_pair(FragmentB& first, FragmentB& secon
 // ---------------------------------------------------------------------------------------------
 
 // A float rounded to tf32 (10-bit mantissa, round to nearest, ties away), as the tensor core reads
-// it. Two instructions a value (a finiteness test and an add) on sm_90.
+// it.
 __device__ __forceinline__ uint32_t to_tf32(float x) {
 #ifdef OPGEN_TC_UNSUPPORTED
   __trap();
@@ -361,13 +361,6 @@ __device__ __forceinline__ uint32_t to_tf32(float x) {
   asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(out) : "f"(x));
   return out;
 #endif
-}
-
-// A float handed to a tf32 MMA as it is: the tensor cores ignore its low 13 mantissa bits
-// (truncation toward zero), as cuBLAS's TF32 GEMMs on Hopper read the floats they load. No
-// instruction, where to_tf32 costs two a value.
-__device__ __forceinline__ uint32_t tf32_truncated(float x) {
-  return __float_as_uint(x);
 }
 
 // A 16x8 tf32 A-operand fragment (m16n8k8) from a swizzled float tile holding A as [m][k]
@@ -413,12 +406,12 @@ __device__ __forceinline__ void load_b_tf32(FragmentB& frag, const float* tile_b
 }
 
 // Two neighbouring 8x8 tf32 B-operand fragments (n columns n0..n0+7 and n0+8..n0+15) with one
-// ldmatrix.x4 from a float tile holding B as [n][k], its values taken as they are (the MMA reads
-// them truncated, tf32_truncated; or a tile rounded when staged, to_tf32): no conversion per
-// register per MMA. Matrices (n 0-7, k 0-3), (n 0-7, k 4-7), (n 8-15, k 0-3), (n 8-15, k 4-7): lane l points
+// ldmatrix.x4 from a float tile holding B as [n][k], its values taken as they are: for a tile
+// whose values were rounded to tf32 when staged (to_tf32), which saves a conversion per register
+// per MMA. Matrices (n 0-7, k 0-3), (n 0-7, k 4-7), (n 8-15, k 0-3), (n 8-15, k 4-7): lane l points
 // at n row (l % 8) + 8 * (l / 16), k col 4 * ((l / 8) % 2).
 template <typename Tile>
-__device__ __forceinline__ void load_b_tf32_pair_as_stored(FragmentB& first, FragmentB& second,
+__device__ __forceinline__ void load_b_tf32_pair_rounded(FragmentB& first, FragmentB& second,
                                                          const float* tile_base, int row0, int col0,
                                                          int lane) {
   const uint32_t src = shared_address(
