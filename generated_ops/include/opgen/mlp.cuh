@@ -175,11 +175,14 @@ struct Operand {
   tc::FragmentA step[kWidth / tc::Mma<T>::kK];
 };
 
-template <typename T, int kWidth>
+// kNotNan: lo and hi are never NaNs (ReLU's outputs), so tf32 takes one instruction a value
+// (tc::to_tf32_not_nan; the same bits to the tensor cores).
+template <typename T, int kWidth, bool kNotNan = false>
 __device__ __forceinline__ void put(Operand<T, kWidth>& a, int t, int half, float lo, float hi) {
   if constexpr (std::is_same_v<T, float>) {
-    a.step[t].reg[half] = tc::to_tf32(lo);      // physical column quad_lane: logical 2*quad_lane
-    a.step[t].reg[2 + half] = tc::to_tf32(hi);  // physical quad_lane + 4: logical 2*quad_lane + 1
+    const auto tf32 = [](float v) { return kNotNan ? tc::to_tf32_not_nan(v) : tc::to_tf32(v); };
+    a.step[t].reg[half] = tf32(lo);      // physical column quad_lane: logical 2*quad_lane
+    a.step[t].reg[2 + half] = tf32(hi);  // physical quad_lane + 4: logical 2*quad_lane + 1
   } else {
     a.step[t / 2].reg[2 * (t % 2) + half] = pack2<T>(lo, hi);
   }
@@ -968,7 +971,7 @@ struct LayerOutputs {
     } else {
       const float zr0 = k16 ? round_to<T>(z0) : z0, zr1 = k16 ? round_to<T>(z1) : z1;
       const float a0 = activate<kAct>(zr0), a1 = activate<kAct>(zr1);
-      if constexpr (!kLast) put(next, t, half, a0, a1);
+      if constexpr (!kLast) put<T, kNextWidth, kAct == Activation::kRelu>(next, t, half, a0, a1);
       if constexpr (kStage && !kLast) {
         if (keep)
           Stage::template write<Kept::output_column(kLayer + 1), kWidth>(stage, row, col, a0, a1);

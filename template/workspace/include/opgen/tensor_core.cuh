@@ -363,6 +363,14 @@ __device__ __forceinline__ uint32_t to_tf32(float x) {
 #endif
 }
 
+// to_tf32 of a value that is never a NaN (ReLU's output: fmaxf returns none): on sm_90 to_tf32 is
+// a finiteness test and an add of half a tf32 step to the bits, left in the 13 low bits the tensor
+// cores ignore; without the test an infinity's add stays in those bits too, so every value reads
+// the same. One instruction where to_tf32 takes two (a NaN could carry into the sign bit).
+__device__ __forceinline__ uint32_t to_tf32_not_nan(float x) {
+  return __float_as_uint(x) + 0x1000u;
+}
+
 // A 16x8 tf32 A-operand fragment (m16n8k8) from a swizzled float tile holding A as [m][k]
 // (kKMajor false: one ldmatrix.x4, each 8x8 b16 matrix being 8 rows of 4 floats) or [k][m]
 // (kKMajor true: ldmatrix cannot transpose 32-bit values, so four scalar shared loads). Each value
