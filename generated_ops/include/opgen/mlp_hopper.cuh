@@ -366,16 +366,17 @@ __device__ void stage_weights(unsigned char* base, const Params<T>& p, const Mea
 
 // The wgmma descriptor of layer l's B for k step kt (k = kt * kStepK .. + kStepK): the slice
 // holding it, advanced by the step's bytes within the 128-byte row (the hardware applies the
-// swizzle to the address it forms).
+// swizzle to the address it forms). `weights`: the descriptor of the weights' first byte; every
+// offset here is a compile-time constant, so a descriptor is one add (tc::advance_descriptor).
 template <class P, int kLayer>
-__device__ __forceinline__ uint64_t descriptor(uint32_t weights, int kt, int n0) {
+__device__ __forceinline__ uint64_t descriptor(uint64_t weights, int kt, int n0) {
   constexpr int kN = P::n_width(kLayer);
   constexpr int kBytesPerK = 128 / P::kSlice;
   const int k = kt * P::kStepK;
-  const uint32_t at =
-      weights + static_cast<uint32_t>(P::weight_offset(kLayer)) +
-      static_cast<uint32_t>((k / P::kSlice) * kN * 128 + n0 * 128 + (k % P::kSlice) * kBytesPerK);
-  return tc::wgmma_descriptor(at, 16, 1024);
+  return tc::advance_descriptor(
+      weights, static_cast<uint32_t>(P::weight_offset(kLayer)) +
+                   static_cast<uint32_t>((k / P::kSlice) * kN * 128 + n0 * 128 +
+                                         (k % P::kSlice) * kBytesPerK));
 }
 
 template <typename T, class Net, Activation kHidden, Activation kOut, bool kStage>
@@ -513,7 +514,7 @@ __global__ void OPGEN_WGMMA_LAUNCH_BOUNDS((threads<T, Net, kHidden, kOut, kStage
   });
   fence_shared_for_async();
   __syncthreads();
-  const uint32_t weights = tc::shared_address(base);
+  const uint64_t weights = tc::wgmma_descriptor(tc::shared_address(base), 16, 1024);
 
   int b = 0;  // kSharedX: the x tile this pass reads
   for (int64_t tile_row0 = first_tile_row0; tile_row0 < p.rows; tile_row0 += stride) {
@@ -521,6 +522,9 @@ __global__ void OPGEN_WGMMA_LAUNCH_BOUNDS((threads<T, Net, kHidden, kOut, kStage
     const int64_t row0 = tile_row0 + warp_in_group * kRowsPerWarp;
     const int valid = rows_from(row0);
     Operand<T, P::max_k()> h{};
+    // kSharedX: the descriptor of this tile's x, which every first-layer MMA advances.
+    const uint64_t x_desc =
+        kSharedX ? tc::wgmma_descriptor(tc::shared_address(x_tile(b)), 16, 1024) : 0;
     if constexpr (kSharedX) {
       // This tile's rows have landed: this warp's, then, after the fence and the warpgroup's
       // barrier, all four warps', for the async proxy. Past the barrier every warp is done with
@@ -552,11 +556,10 @@ __global__ void OPGEN_WGMMA_LAUNCH_BOUNDS((threads<T, Net, kHidden, kOut, kStage
           const uint64_t b_desc = descriptor<P, l>(weights, kt, part * kPart);
           if constexpr (kAShared) {
             const int k = kt * P::kStepK;
-            const uint32_t a_at = tc::shared_address(x_tile(b)) +
-                                  (k / P::kSlice) * (kRowsPerWarpgroup * 128) +
-                                  (k % P::kSlice) * static_cast<int>(sizeof(T));
-            wgmma_shared_a<T, kPart>(acc[part], tc::wgmma_descriptor(a_at, 16, 1024), b_desc,
-                                     kt > 0);
+            const uint64_t a_desc = tc::advance_descriptor(
+                x_desc, (k / P::kSlice) * (kRowsPerWarpgroup * 128) +
+                            (k % P::kSlice) * static_cast<int>(sizeof(T)));
+            wgmma_shared_a<T, kPart>(acc[part], a_desc, b_desc, kt > 0);
           } else {
             wgmma<T, kPart>(acc[part], h.step[kt].reg, b_desc, kt > 0);
           }

@@ -630,12 +630,24 @@ __host__ __device__ constexpr uint64_t wgmma_descriptor(uint32_t shared_addr,
          (static_cast<uint64_t>((stride_bytes & 0x3FFFF) >> 4) << 32) | (uint64_t{1} << 62);
 }
 
+// `desc` moved `bytes` (a multiple of 16) further into shared memory: its start address field
+// (bits 0-13, 16-byte units) plus bytes / 16, which cannot carry out of the field while the
+// address stays in the shared window (below 2^18 bytes). One add to the low word, where building
+// the descriptor again per MMA masks, shifts and merges every field (about six uniform
+// instructions a wgmma in the MLP's forward).
+__host__ __device__ constexpr uint64_t advance_descriptor(uint64_t desc, uint32_t bytes) {
+  return (desc & 0xFFFFFFFF00000000ull) | static_cast<uint32_t>(static_cast<uint32_t>(desc) + (bytes >> 4));
+}
+
 template <typename Tile>
 __host__ __device__ constexpr uint64_t wgmma_descriptor(uint32_t tile_addr, int mn0, int k0) {
   return wgmma_descriptor(tile_addr + Tile::offset(mn0, k0), Tile::kLeadingBytes,
                           Tile::kStrideBytes);
 }
 
+static_assert(advance_descriptor(wgmma_descriptor(0x400, 16, 1024), 0x2040) ==
+                  wgmma_descriptor(0x2440, 16, 1024),
+              "an advanced descriptor is the descriptor of the address it moved to");
 // The fixed parts of the descriptor: the 128-byte swizzle and the strides sit where PTX says.
 static_assert(wgmma_descriptor(0x400, 16, 1024) == ((uint64_t{1} << 62) | (uint64_t{64} << 32) |
                                                     (uint64_t{1} << 16) | uint64_t{0x40}),
