@@ -521,7 +521,10 @@ __global__ void OPGEN_WGMMA_LAUNCH_BOUNDS((threads<T, Net, kHidden, kOut, kStage
     // Every warp of the warpgroup runs every wgmma (they are warpgroup-wide), rows or not.
     const int64_t row0 = tile_row0 + warp_in_group * kRowsPerWarp;
     const int valid = rows_from(row0);
-    Operand<T, P::max_k()> h{};
+    // Not zeroed (the zeros cost 53 CS2R a tile in tf32): a layer's MMAs read only the k steps its
+    // input's padded width holds, and take_input_rows and put fill every one of them (zeros past
+    // the widths); a warp without rows leaves h as it was, rows whose results no one stores.
+    Operand<T, P::max_k()> h;
     // kSharedX: the descriptor of this tile's x, which every first-layer MMA advances.
     const uint64_t x_desc =
         kSharedX ? tc::wgmma_descriptor(tc::shared_address(x_tile(b)), 16, 1024) : 0;
@@ -568,7 +571,7 @@ __global__ void OPGEN_WGMMA_LAUNCH_BOUNDS((threads<T, Net, kHidden, kOut, kStage
       }
       const float* bias = biases + l * kMaxN;
       const LayerOutputs<T, Net, kHidden, kOut, l, kStage> out(p);
-      Operand<T, P::max_k()> next{};
+      Operand<T, P::max_k()> next;  // every step the next layer reads is put below
 #pragma unroll
       for (int part = 0; part < kParts; ++part) {
         if (part + 1 < kParts) {
