@@ -4,6 +4,7 @@ The host per step (queued back to back), and one step under torch.profiler (CPU 
 mlp_seed in bfloat16 and float32 (TF32). Argument: the folder holding generated_ops/.
 """
 
+import importlib
 import sys
 import time
 
@@ -12,7 +13,7 @@ import torch
 from opgen.bench import mlp_workload, with_gradients
 
 sys.path.insert(0, sys.argv[1])
-import generated_ops.mlp_seed as module
+module = importlib.import_module("generated_ops.mlp_seed")
 
 torch.backends.cuda.matmul.allow_tf32 = True
 step = with_gradients(module.mlp_seed)
