@@ -180,7 +180,9 @@ struct Operand {
 template <typename T, int kWidth, bool kNotNan = false>
 __device__ __forceinline__ void put(Operand<T, kWidth>& a, int t, int half, float lo, float hi) {
   if constexpr (std::is_same_v<T, float>) {
-    const auto tf32 = [](float v) { return kNotNan ? tc::to_tf32_not_nan(v) : tc::to_tf32(v); };
+    const auto tf32 = [](float v) {
+      return kNotNan ? tc::to_tf32_not_nan(v) : tc::to_tf32(v);
+    };
     a.step[t].reg[half] = tf32(lo);      // physical column quad_lane: logical 2*quad_lane
     a.step[t].reg[2 + half] = tf32(hi);  // physical quad_lane + 4: logical 2*quad_lane + 1
   } else {

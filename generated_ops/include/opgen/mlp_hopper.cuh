@@ -373,10 +373,10 @@ __device__ __forceinline__ uint64_t descriptor(uint64_t weights, int kt, int n0)
   constexpr int kN = P::n_width(kLayer);
   constexpr int kBytesPerK = 128 / P::kSlice;
   const int k = kt * P::kStepK;
-  return tc::advance_descriptor(
-      weights, static_cast<uint32_t>(P::weight_offset(kLayer)) +
-                   static_cast<uint32_t>((k / P::kSlice) * kN * 128 + n0 * 128 +
-                                         (k % P::kSlice) * kBytesPerK));
+  return tc::advance_descriptor(weights,
+                                static_cast<uint32_t>(P::weight_offset(kLayer)) +
+                                    static_cast<uint32_t>((k / P::kSlice) * kN * 128 + n0 * 128 +
+                                                          (k % P::kSlice) * kBytesPerK));
 }
 
 template <typename T, class Net, Activation kHidden, Activation kOut, bool kStage>
@@ -559,9 +559,9 @@ __global__ void OPGEN_WGMMA_LAUNCH_BOUNDS((threads<T, Net, kHidden, kOut, kStage
           const uint64_t b_desc = descriptor<P, l>(weights, kt, part * kPart);
           if constexpr (kAShared) {
             const int k = kt * P::kStepK;
-            const uint64_t a_desc = tc::advance_descriptor(
-                x_desc, (k / P::kSlice) * (kRowsPerWarpgroup * 128) +
-                            (k % P::kSlice) * static_cast<int>(sizeof(T)));
+            const uint64_t a_desc =
+                tc::advance_descriptor(x_desc, (k / P::kSlice) * (kRowsPerWarpgroup * 128) +
+                                                   (k % P::kSlice) * static_cast<int>(sizeof(T)));
             wgmma_shared_a<T, kPart>(acc[part], a_desc, b_desc, kt > 0);
           } else {
             wgmma<T, kPart>(acc[part], h.step[kt].reg, b_desc, kt > 0);

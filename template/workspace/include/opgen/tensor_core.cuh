@@ -636,7 +636,8 @@ __host__ __device__ constexpr uint64_t wgmma_descriptor(uint32_t shared_addr,
 // the descriptor again per MMA masks, shifts and merges every field (about six uniform
 // instructions a wgmma in the MLP's forward).
 __host__ __device__ constexpr uint64_t advance_descriptor(uint64_t desc, uint32_t bytes) {
-  return (desc & 0xFFFFFFFF00000000ull) | static_cast<uint32_t>(static_cast<uint32_t>(desc) + (bytes >> 4));
+  return (desc & 0xFFFFFFFF00000000ull) |
+         static_cast<uint32_t>(static_cast<uint32_t>(desc) + (bytes >> 4));
 }
 
 template <typename Tile>
