@@ -175,8 +175,8 @@ struct Operand {
   tc::FragmentA step[kWidth / tc::Mma<T>::kK];
 };
 
-// kNotNan: lo and hi are never NaNs (ReLU's outputs), so tf32 takes one instruction a value
-// (tc::to_tf32_not_nan; the same bits to the tensor cores).
+// kNotNan: lo and hi are never NaNs (an activation's kNeverNan), so tf32 takes one instruction a
+// value (tc::to_tf32_not_nan; the same bits to the tensor cores).
 template <typename T, int kWidth, bool kNotNan = false>
 __device__ __forceinline__ void put(Operand<T, kWidth>& a, int t, int half, float lo, float hi) {
   if constexpr (std::is_same_v<T, float>) {
@@ -973,7 +973,8 @@ struct LayerOutputs {
     } else {
       const float zr0 = k16 ? round_to<T>(z0) : z0, zr1 = k16 ? round_to<T>(z1) : z1;
       const float a0 = activate<kAct>(zr0), a1 = activate<kAct>(zr1);
-      if constexpr (!kLast) put<T, kNextWidth, kAct == Activation::kRelu>(next, t, half, a0, a1);
+      if constexpr (!kLast)
+        put<T, kNextWidth, ActivationMath<kAct>::kNeverNan>(next, t, half, a0, a1);
       if constexpr (kStage && !kLast) {
         if (keep)
           Stage::template write<Kept::output_column(kLayer + 1), kWidth>(stage, row, col, a0, a1);

@@ -649,6 +649,7 @@ __host__ __device__ constexpr uint64_t wgmma_descriptor(uint32_t tile_addr, int 
 static_assert(advance_descriptor(wgmma_descriptor(0x400, 16, 1024), 0x2040) ==
                   wgmma_descriptor(0x2440, 16, 1024),
               "an advanced descriptor is the descriptor of the address it moved to");
+
 // The fixed parts of the descriptor: the 128-byte swizzle and the strides sit where PTX says.
 static_assert(wgmma_descriptor(0x400, 16, 1024) == ((uint64_t{1} << 62) | (uint64_t{64} << 32) |
                                                     (uint64_t{1} << 16) | uint64_t{0x40}),
