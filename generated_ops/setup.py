@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -105,6 +106,72 @@ def op_of(extension_name: str) -> str:
     return extension_name.split(".")[-2]  # "<package>.<op>._C"
 
 
+class PrecompiledTorchHeaders:
+    """include/opgen/torch_headers.h precompiled for this build's C++ files (GCC only; see
+    TORCH_HEADERS in _build_config.py): made at the first C++ compile when ``make``, and handed
+    with -include to every C++ file compiled while it exists."""
+
+    def __init__(self, compiler, make: bool) -> None:
+        from torch.utils.cpp_extension import check_compiler_is_gcc, get_cxx_compiler
+
+        self.compiler, self.make = compiler, make
+        self.cxx = get_cxx_compiler()  # the compiler torch's ninja file runs
+        self.gcc = os.name == "posix" and check_compiler_is_gcc(self.cxx)
+
+    def with_flags(self, compile_kwargs: dict) -> dict:
+        """A C++ compile call's keyword arguments, its flags taking the precompiled headers where
+        they are (unchanged where they are not, so such a build compiles exactly as before)."""
+        post = compile_kwargs.get("extra_postargs")
+        if not self.gcc or not isinstance(post, dict):
+            return compile_kwargs
+        try:
+            command = self.command(compile_kwargs, post.get("cxx", []))
+        except (AttributeError, TypeError):  # setuptools' compiler internals moved: build as before
+            return compile_kwargs
+        import torch
+
+        folder = build_config.precompiled_header_folder(command, f"{torch.__version__} {torch.version.git_version}")
+        header = folder / Path(build_config.TORCH_HEADERS).name
+        if not Path(f"{header}.gch").is_file() and not (self.make and self.precompile(command, header)):
+            return compile_kwargs
+        # -Wno-sign-compare: GCC 12 loses the pragmas with which torch's headers silence it in
+        # their templates when those come from a precompiled header (TypeSafeSignMath.h).
+        flags = ["-include", str(header), "-Winvalid-pch", "-Wno-sign-compare"]
+        return {**compile_kwargs, "extra_postargs": {**post, "cxx": [*post.get("cxx", []), *flags]}}
+
+    def command(self, compile_kwargs: dict, cxx_flags: list[str]) -> list[str]:
+        """The compiler and flags of the call's C++ files, as torch's ninja file spells them."""
+        get = compile_kwargs.get
+        pp_opts = self.compiler._setup_compile(
+            get("output_dir"), get("macros"), get("include_dirs"), [], get("depends"), get("extra_postargs")
+        )[3]
+        flags = [
+            flag for flag in self.compiler._get_cc_args(pp_opts, get("debug", 0), get("extra_preargs")) if flag != "-c"
+        ]
+        standard = [] if any(flag.startswith("-std=") for flag in cxx_flags) else ["-std=c++20"]  # torch adds it so
+        return [self.cxx, *self.compiler.compiler_so[1:], *flags, *cxx_flags, *standard]
+
+    def precompile(self, command: list[str], header: Path) -> bool:
+        """Precompile the header into ``header``.gch with ``command``; False (and no retry) on failure.
+        Both files are written under other names and renamed, for builds running side by side."""
+        self.make = False
+        header.parent.mkdir(parents=True, exist_ok=True)
+        partial = header.with_name(f"{header.name}.{os.getpid()}")
+        partial.write_bytes((WORKSPACE / "include" / build_config.TORCH_HEADERS).read_bytes())
+        os.replace(partial, header)
+        print(f"setup.py: precompiling {build_config.TORCH_HEADERS} for this build's C++ files", flush=True)
+        made = subprocess.run(
+            [*command, "-x", "c++-header", str(header), "-o", str(partial)], capture_output=True, text=True
+        )
+        if made.returncode != 0:
+            partial.unlink(missing_ok=True)
+            reason = (made.stderr.strip().splitlines() or ["no output"])[-1]
+            print(f"setup.py: compiling without precompiled headers ({reason})", flush=True)
+            return False
+        os.replace(partial, f"{header}.gch")
+        return True
+
+
 def isolating_build_extension(settings) -> type:
     """torch's BuildExtension, but one op that fails to compile does not stop the others.
 
@@ -118,12 +185,24 @@ def isolating_build_extension(settings) -> type:
             super().initialize_options()
             self.failed: list[str] = []
 
+        def build_extensions(self) -> None:
+            stale = [ext for ext in self.extensions if not self.up_to_date(ext)]
+            units = sum(not source.endswith(".cu") for ext in stale for source in ext.sources)
+            jobs = int(os.environ.get("MAX_JOBS") or os.cpu_count() or 1)  # as torch's ninja runs
+            self.torch_headers = PrecompiledTorchHeaders(
+                self.compiler, build_config.precompiles_torch_headers(units, jobs)
+            )
+            super().build_extensions()
+
+        def up_to_date(self, ext) -> bool:
+            return build_config.up_to_date(op_of(ext.name), settings, Path(self.get_ext_fullpath(ext.name)))
+
         def build_extension(self, ext) -> None:
             # torch forces every extension to relink when it builds with ninja; skipping the ones
             # that are up to date (the rule `opgen build` applies too) makes a no-change build near free.
             op = op_of(ext.name)
             started, failure = time.perf_counter(), ""
-            if build_config.up_to_date(op, settings, Path(self.get_ext_fullpath(ext.name))):
+            if self.up_to_date(ext):
                 status = "up-to-date"
             else:
                 print(build_config.event_line(op=op, phase="compiling"), flush=True)
@@ -133,6 +212,8 @@ def isolating_build_extension(settings) -> type:
                     # nvcc's files take longest. setuptools sorts sources by name (.cu last), and
                     # ninja starts a cold build in that order: listed first, a .cu file compiles
                     # while the C++ files share the other cores, instead of after them.
+                    if not all(path.endswith(".cu") for path in sources):
+                        kwargs = self.torch_headers.with_flags(kwargs)
                     return compile_sources(sorted(sources, key=lambda path: not path.endswith(".cu")), *args, **kwargs)
 
                 def announce_link(*args, **kwargs):

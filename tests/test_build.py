@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import importlib.util
 import io
 import os
 import subprocess
@@ -7,6 +8,7 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from rich.console import Console
@@ -367,6 +369,42 @@ def test_many_jobs_build_ops_side_by_side_each_in_its_own_setup_run(
     # One op failing leaves the other built, and the failure names the op and its first error.
     assert [(o.op, o.status) for o in report.outcomes] == [("gelu", "failed"), ("relu", "built")]
     assert str(caught.value).endswith(": gelu/csrc/gelu_cpu.cpp:3:1: error: expected unqualified-id")
+
+
+def test_torch_headers_are_precompiled_for_builds_with_enough_cpp_files_a_job(relu_workspace: Workspace) -> None:
+    rules = _load_rules(relu_workspace)
+    per_job = rules.PRECOMPILE_UNITS_PER_JOB
+    assert per_job >= 2  # making it costs about two files' time while the other jobs wait
+    for jobs in (1, 2, 16):
+        assert rules.precompiles_torch_headers(per_job * jobs, jobs)
+        assert not rules.precompiles_torch_headers(per_job * jobs - 1, jobs)
+    # One op (a binding and a CPU file), as `opgen new softmax && opgen build` compiles: never.
+    assert not rules.precompiles_torch_headers(2, 1) and not rules.precompiles_torch_headers(0, 0)
+
+
+def test_the_precompiled_header_has_a_folder_per_command_torch_and_header_text(relu_workspace: Workspace) -> None:
+    rules = _load_rules(relu_workspace)
+    command = ["c++", "-O3", "-std=c++20"]
+    folder = rules.precompiled_header_folder(command, "2.11.0 abc", relu_workspace.path)
+    assert folder.parent == relu_workspace.path / "build" / "pch"
+    assert rules.precompiled_header_folder(list(command), "2.11.0 abc", relu_workspace.path) == folder
+    others = {
+        rules.precompiled_header_folder([*command, "-DX"], "2.11.0 abc", relu_workspace.path),
+        rules.precompiled_header_folder(command, "2.12.0 def", relu_workspace.path),
+    }
+    header = relu_workspace.path / "include" / rules.TORCH_HEADERS
+    header.write_text(header.read_text() + "#include <ATen/ops/sum.h>\n")
+    others.add(rules.precompiled_header_folder(command, "2.11.0 abc", relu_workspace.path))
+    assert len(others) == 3 and folder not in others
+
+
+def _load_rules(workspace: Workspace) -> Any:
+    """The workspace's _build_config.py as a module, for what setup.py alone calls (not BuildRules)."""
+    spec = importlib.util.spec_from_file_location("workspace_build_config", workspace.path / "_build_config.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 @pytest.mark.slow

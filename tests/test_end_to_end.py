@@ -51,6 +51,37 @@ def test_build_compiles_cuda_where_a_toolkit_is_found(built: tuple[Path, str]) -
         assert list((root / "generated_ops" / name).glob("_C*.so")), name
 
 
+def test_the_shared_build_read_the_torch_headers_precompiled(built: tuple[Path, str]) -> None:
+    # The shared workspace compiles far more C++ files a job than it takes to precompile
+    # include/opgen/torch_headers.h (_build_config.py: PRECOMPILE_UNITS_PER_JOB): each C++ file got
+    # it with -include and read it precompiled, so the headers it holds are not among the files
+    # the compiler read for it (ninja's record of them), torch/library.h of every binding included.
+    root, _ = built
+    workspace = root / "generated_ops"
+    (precompiled,) = (workspace / "build" / "pch").glob("*/torch_headers.h.gch")
+    for name in OPS:
+        folder = workspace / "build" / "ops" / name
+        assert f"-include {precompiled.parent / 'torch_headers.h'} " in (folder / "build.ninja").read_text()
+        listed = subprocess.run(["ninja", "-t", "deps"], cwd=folder, capture_output=True, text=True, check=True)
+        read = cpp_objects_read(listed.stdout)
+        assert f"{name}.o" in read, list(read)  # the binding, which includes torch/library.h itself
+        for obj, headers in read.items():
+            assert not any(header.endswith("torch/library.h") for header in headers), (name, obj)
+
+
+def cpp_objects_read(deps: str) -> dict[str, list[str]]:
+    """What ``ninja -t deps`` says the compiler read for each C++ object (not nvcc's .cuda.o), by file name."""
+    read: dict[str, list[str]] = {}
+    current: list[str] | None = None
+    for line in deps.splitlines():
+        if line and not line[0].isspace():
+            target = line.split(":", 1)[0]
+            current = read.setdefault(Path(target).name, []) if not target.endswith(".cuda.o") else None
+        elif line.strip() and current is not None:
+            current.append(line.strip())
+    return read
+
+
 def test_generated_tests_pass(built: tuple[Path, str]) -> None:
     root, _ = built
     result = opgen("test", *OPS, cwd=root)
