@@ -4,12 +4,15 @@ shared workspace, tests/shared_build.py)."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
+import re
 import shutil
 import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 import shared_build
@@ -51,22 +54,41 @@ def test_build_compiles_cuda_where_a_toolkit_is_found(built: tuple[Path, str]) -
         assert list((root / "generated_ops" / name).glob("_C*.so")), name
 
 
-def test_the_shared_build_read_the_torch_headers_precompiled(built: tuple[Path, str]) -> None:
-    # The shared workspace compiles far more C++ files a job than it takes to precompile
-    # include/opgen/torch_headers.h (_build_config.py: PRECOMPILE_UNITS_PER_JOB): each C++ file got
-    # it with -include and read it precompiled, so the headers it holds are not among the files
-    # the compiler read for it (ninja's record of them), torch/library.h of every binding included.
-    root, _ = built
-    workspace = root / "generated_ops"
-    (precompiled,) = (workspace / "build" / "pch").glob("*/torch_headers.h.gch")
-    for name in OPS:
+def test_the_shared_cpu_build_read_the_torch_headers_precompiled(
+    shared_projects: Callable[[str], SharedProject],
+) -> None:
+    # The shared workspace's CPU-only build compiles its ops' C++ files all in one setup.py run:
+    # where setup.py's rule says so for that many files a job (_build_config.py:
+    # precompiles_torch_headers; on CI's two cores it does), it precompiled
+    # include/opgen/torch_headers.h and handed it to every C++ file with -include, and they read
+    # it precompiled: torch/library.h, which each binding includes, is not among the files ninja
+    # recorded the compiler reading for it. Otherwise no file got it.
+    project = shared_projects("one")
+    workspace = project.root / "generated_ops"
+    rules = load_workspace_rules(workspace)
+    names = [op.name for op in shared_build.joined("one") if not op.cuda]
+    (build,) = [build for build in project.builds if "--cpu-only" in build["command"]]  # type: ignore[operator]
+    jobs = re.search(r"(\d+) parallel jobs", str(build["stdout"]))
+    assert jobs is not None, build["stdout"]
+    units = sum(path.suffix == ".cpp" for name in names for path in rules.op_sources(name, False, workspace))
+    precompiled = rules.precompiles_torch_headers(units, int(jobs.group(1)))
+    for name in names:
         folder = workspace / "build" / "ops" / name
-        assert f"-include {precompiled.parent / 'torch_headers.h'} " in (folder / "build.ninja").read_text()
+        included = re.search(r"-include (\S+/torch_headers\.h) ", (folder / "build.ninja").read_text())
+        assert (included is not None) == precompiled, name
+        assert included is None or Path(f"{included.group(1)}.gch").is_file(), name
         listed = subprocess.run(["ninja", "-t", "deps"], cwd=folder, capture_output=True, text=True, check=True)
-        read = cpp_objects_read(listed.stdout)
-        assert f"{name}.o" in read, list(read)  # the binding, which includes torch/library.h itself
-        for obj, headers in read.items():
-            assert not any(header.endswith("torch/library.h") for header in headers), (name, obj)
+        binding = cpp_objects_read(listed.stdout)[f"{name}.o"]
+        assert any(header.endswith("torch/library.h") for header in binding) != precompiled, name
+
+
+def load_workspace_rules(workspace: Path) -> Any:
+    """The workspace's _build_config.py as a module, for what setup.py alone calls (not opgen's BuildRules)."""
+    spec = importlib.util.spec_from_file_location("shared_build_config", workspace / "_build_config.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def cpp_objects_read(deps: str) -> dict[str, list[str]]:
