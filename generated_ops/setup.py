@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import re
 import subprocess
 import sys
 import time
@@ -106,6 +107,29 @@ def op_of(extension_name: str) -> str:
     return extension_name.split(".")[-2]  # "<package>.<op>._C"
 
 
+def torch_cxx_standard() -> str | None:
+    """The -std that torch's BuildExtension appends to C++ flags naming none (-std=c++17 in torch
+    2.11, -std=c++20 in later releases), read from the constants of the function that appends it;
+    None where there is no one such constant. A precompiled header made for another standard is not
+    used (GCC checks), so this must be the one the files get."""
+    import types
+
+    from torch.utils.cpp_extension import BuildExtension
+
+    def nested(code: types.CodeType):
+        yield code
+        for constant in code.co_consts:
+            if isinstance(constant, types.CodeType):
+                yield from nested(constant)
+
+    for code in nested(BuildExtension.build_extensions.__code__):
+        if "std" in code.co_name:
+            named = {c for c in code.co_consts if isinstance(c, str) and re.fullmatch(r"c\+\+\d+", c)}
+            if len(named) == 1:
+                return f"-std={named.pop()}"
+    return None
+
+
 class PrecompiledTorchHeaders:
     """include/opgen/torch_headers.h precompiled for this build's C++ files (GCC only; see
     TORCH_HEADERS in _build_config.py): made at the first C++ compile when ``make``, and handed
@@ -128,6 +152,8 @@ class PrecompiledTorchHeaders:
             command = self.command(compile_kwargs, post.get("cxx", []))
         except (AttributeError, TypeError):  # setuptools' compiler internals moved: build as before
             return compile_kwargs
+        if command is None:
+            return compile_kwargs
         import torch
 
         folder = build_config.precompiled_header_folder(command, f"{torch.__version__} {torch.version.git_version}")
@@ -139,8 +165,9 @@ class PrecompiledTorchHeaders:
         flags = ["-include", str(header), "-Winvalid-pch", "-Wno-sign-compare"]
         return {**compile_kwargs, "extra_postargs": {**post, "cxx": [*post.get("cxx", []), *flags]}}
 
-    def command(self, compile_kwargs: dict, cxx_flags: list[str]) -> list[str]:
-        """The compiler and flags of the call's C++ files, as torch's ninja file spells them."""
+    def command(self, compile_kwargs: dict, cxx_flags: list[str]) -> list[str] | None:
+        """The compiler and flags of the call's C++ files, as torch's ninja file spells them; None
+        where the language standard torch gives them cannot be told."""
         get = compile_kwargs.get
         pp_opts = self.compiler._setup_compile(
             get("output_dir"), get("macros"), get("include_dirs"), [], get("depends"), get("extra_postargs")
@@ -148,7 +175,9 @@ class PrecompiledTorchHeaders:
         flags = [
             flag for flag in self.compiler._get_cc_args(pp_opts, get("debug", 0), get("extra_preargs")) if flag != "-c"
         ]
-        standard = [] if any(flag.startswith("-std=") for flag in cxx_flags) else ["-std=c++20"]  # torch adds it so
+        standard = [] if any(flag.startswith("-std=") for flag in cxx_flags) else [torch_cxx_standard()]
+        if None in standard:
+            return None
         return [self.cxx, *self.compiler.compiler_so[1:], *flags, *cxx_flags, *standard]
 
     def precompile(self, command: list[str], header: Path) -> bool:
