@@ -1,6 +1,5 @@
 from __future__ import annotations
 
-import importlib.util
 import io
 import os
 import subprocess
@@ -8,10 +7,10 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import pytest
 from rich.console import Console
+from workspace_commands import build_config_module
 
 from opgen import build
 from opgen.build import (
@@ -372,7 +371,7 @@ def test_many_jobs_build_ops_side_by_side_each_in_its_own_setup_run(
 
 
 def test_torch_headers_are_precompiled_for_builds_with_enough_cpp_files_a_job(relu_workspace: Workspace) -> None:
-    rules = _load_rules(relu_workspace)
+    rules = build_config_module(relu_workspace.path)
     per_job = rules.PRECOMPILE_UNITS_PER_JOB
     assert per_job >= 2  # making it costs about two files' time while the other jobs wait
     for jobs in (1, 2, 16):
@@ -383,7 +382,7 @@ def test_torch_headers_are_precompiled_for_builds_with_enough_cpp_files_a_job(re
 
 
 def test_the_precompiled_header_has_a_folder_per_command_torch_and_header_text(relu_workspace: Workspace) -> None:
-    rules = _load_rules(relu_workspace)
+    rules = build_config_module(relu_workspace.path)
     command = ["c++", "-O3", "-std=c++20"]
     folder = rules.precompiled_header_folder(command, "2.11.0 abc", relu_workspace.path)
     assert folder.parent == relu_workspace.path / "build" / "pch"
@@ -396,15 +395,6 @@ def test_the_precompiled_header_has_a_folder_per_command_torch_and_header_text(r
     header.write_text(header.read_text() + "#include <ATen/ops/sum.h>\n")
     others.add(rules.precompiled_header_folder(command, "2.11.0 abc", relu_workspace.path))
     assert len(others) == 3 and folder not in others
-
-
-def _load_rules(workspace: Workspace) -> Any:
-    """The workspace's _build_config.py as a module, for what setup.py alone calls (not BuildRules)."""
-    spec = importlib.util.spec_from_file_location("workspace_build_config", workspace.path / "_build_config.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 @pytest.mark.slow

@@ -4,7 +4,6 @@ shared workspace, tests/shared_build.py)."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import re
 import shutil
@@ -12,13 +11,12 @@ import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import pytest
 import shared_build
 import torch
 from shared_build import SharedProject
-from workspace_commands import opgen
+from workspace_commands import build_config_module, opgen
 
 from opgen.toolchain import find_cuda_toolkit
 
@@ -65,7 +63,7 @@ def test_the_shared_cpu_build_read_the_torch_headers_precompiled(
     # recorded the compiler reading for it. Otherwise no file got it.
     project = shared_projects("one")
     workspace = project.root / "generated_ops"
-    rules = load_workspace_rules(workspace)
+    rules = build_config_module(workspace)
     names = [op.name for op in shared_build.joined("one") if not op.cuda]
     (build,) = [build for build in project.builds if "--cpu-only" in build["command"]]  # type: ignore[operator]
     jobs = re.search(r"(\d+) parallel jobs", str(build["stdout"]))
@@ -80,15 +78,6 @@ def test_the_shared_cpu_build_read_the_torch_headers_precompiled(
         listed = subprocess.run(["ninja", "-t", "deps"], cwd=folder, capture_output=True, text=True, check=True)
         binding = cpp_objects_read(listed.stdout)[f"{name}.o"]
         assert any(header.endswith("torch/library.h") for header in binding) != precompiled, name
-
-
-def load_workspace_rules(workspace: Path) -> Any:
-    """The workspace's _build_config.py as a module, for what setup.py alone calls (not opgen's BuildRules)."""
-    spec = importlib.util.spec_from_file_location("shared_build_config", workspace / "_build_config.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def cpp_objects_read(deps: str) -> dict[str, list[str]]:

@@ -1,11 +1,13 @@
-"""What the slow tests do to a rendered workspace: run opgen on it, and see broken stand-ins fail."""
+"""What tests do to a rendered workspace: run opgen on it, read its build rules, and see broken stand-ins fail."""
 
 from __future__ import annotations
 
+import importlib.util
 import subprocess
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 
 def opgen(*args: str, cwd: Path, env: Mapping[str, str] | None = None) -> subprocess.CompletedProcess[str]:
@@ -19,6 +21,16 @@ def assert_python_runs(script: str, cwd: Path) -> None:
     """``script`` runs to the end in a fresh Python process in ``cwd`` (a workspace's parent), as a user's code would."""
     result = subprocess.run([sys.executable, "-c", script], cwd=cwd, capture_output=True, text=True)
     assert result.returncode == 0, result.stderr[-3000:]
+
+
+def build_config_module(workspace: Path) -> Any:
+    """The workspace's _build_config.py as a module, for what setup.py alone calls (opgen's
+    BuildRules, opgen/rules.py, holds only what opgen calls)."""
+    spec = importlib.util.spec_from_file_location("workspace_build_config", workspace / "_build_config.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 # A deliberately broken stand-in: (file in the op's csrc/, the correct text, the wrong text);
