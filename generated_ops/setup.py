@@ -157,6 +157,8 @@ class PrecompiledTorchHeaders:
         import torch
 
         folder = build_config.precompiled_header_folder(command, f"{torch.__version__} {torch.version.git_version}")
+        if folder is None:
+            return compile_kwargs
         header = folder / Path(build_config.TORCH_HEADERS).name
         if not Path(f"{header}.gch").is_file() and not (self.make and self.precompile(command, header)):
             return compile_kwargs

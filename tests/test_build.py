@@ -395,6 +395,8 @@ def test_the_precompiled_header_has_a_folder_per_command_torch_and_header_text(r
     header.write_text(header.read_text() + "#include <ATen/ops/sum.h>\n")
     others.add(rules.precompiled_header_folder(command, "2.11.0 abc", relu_workspace.path))
     assert len(others) == 3 and folder not in others
+    header.unlink()  # a user's deletion: the ops build without a precompiled header, not fail
+    assert rules.precompiled_header_folder(command, "2.11.0 abc", relu_workspace.path) is None
 
 
 @pytest.mark.slow

@@ -376,11 +376,15 @@ def op_build_folder(op: str, workspace: Path = WORKSPACE) -> Path:
     return workspace / "build" / "ops" / op
 
 
-def precompiled_header_folder(command: list[str], torch_version: str, workspace: Path = WORKSPACE) -> Path:
+def precompiled_header_folder(command: list[str], torch_version: str, workspace: Path = WORKSPACE) -> Path | None:
     """Where a build keeps TORCH_HEADERS precompiled by the compiler ``command`` (its flags): a
     folder per command, torch version and text of the header, since the compiler checks its flags
-    against the precompiled form's but not whether the headers it read have changed since."""
-    header = (workspace / "include" / TORCH_HEADERS).read_bytes()
+    against the precompiled form's but not whether the headers it read have changed since. None
+    where the workspace has no such header (deleted: the ops build without one)."""
+    path = workspace / "include" / TORCH_HEADERS
+    if not path.is_file():
+        return None
+    header = path.read_bytes()
     key = hashlib.sha256("\0".join([*command, torch_version]).encode() + b"\0" + header).hexdigest()[:16]
     return workspace / "build" / "pch" / key
 
