@@ -24,6 +24,7 @@ _build_config.py): each op compiling, linking, then built, up-to-date or failed.
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import os
 import re
@@ -107,6 +108,7 @@ def op_of(extension_name: str) -> str:
     return extension_name.split(".")[-2]  # "<package>.<op>._C"
 
 
+@functools.cache
 def torch_cxx_standard() -> str | None:
     """The -std that torch's BuildExtension appends to C++ flags naming none (-std=c++17 in torch
     2.11, -std=c++20 in later releases), read from the constants of the function that appends it;
@@ -141,6 +143,7 @@ class PrecompiledTorchHeaders:
         self.compiler, self.make = compiler, make
         self.cxx = get_cxx_compiler()  # the compiler torch's ninja file runs
         self.gcc = os.name == "posix" and check_compiler_is_gcc(self.cxx)
+        self.folders: dict[tuple[str, ...], Path | None] = {}  # a command's header folder, once a build
 
     def with_flags(self, compile_kwargs: dict) -> dict:
         """A C++ compile call's keyword arguments, its flags taking the precompiled headers where
@@ -154,9 +157,7 @@ class PrecompiledTorchHeaders:
             return compile_kwargs
         if command is None:
             return compile_kwargs
-        import torch
-
-        folder = build_config.precompiled_header_folder(command, f"{torch.__version__} {torch.version.git_version}")
+        folder = self.folder(command)
         if folder is None:
             return compile_kwargs
         header = folder / Path(build_config.TORCH_HEADERS).name
@@ -166,6 +167,16 @@ class PrecompiledTorchHeaders:
         # their templates when those come from a precompiled header (TypeSafeSignMath.h).
         flags = ["-include", str(header), "-Winvalid-pch", "-Wno-sign-compare"]
         return {**compile_kwargs, "extra_postargs": {**post, "cxx": [*post.get("cxx", []), *flags]}}
+
+    def folder(self, command: list[str]) -> Path | None:
+        """build_config.precompiled_header_folder of ``command``, worked out once a build (it reads
+        the header's text): each op's compile call asks again."""
+        if tuple(command) not in self.folders:
+            import torch
+
+            version = f"{torch.__version__} {torch.version.git_version}"
+            self.folders[tuple(command)] = build_config.precompiled_header_folder(command, version)
+        return self.folders[tuple(command)]
 
     def command(self, compile_kwargs: dict, cxx_flags: list[str]) -> list[str] | None:
         """The compiler and flags of the call's C++ files, as torch's ninja file spells them; None
@@ -177,9 +188,12 @@ class PrecompiledTorchHeaders:
         flags = [
             flag for flag in self.compiler._get_cc_args(pp_opts, get("debug", 0), get("extra_preargs")) if flag != "-c"
         ]
-        standard = [] if any(flag.startswith("-std=") for flag in cxx_flags) else [torch_cxx_standard()]
-        if None in standard:
-            return None
+        standard: list[str] = []
+        if not any(flag.startswith("-std=") for flag in cxx_flags):
+            torch_standard = torch_cxx_standard()
+            if torch_standard is None:
+                return None
+            standard = [torch_standard]
         return [self.cxx, *self.compiler.compiler_so[1:], *flags, *cxx_flags, *standard]
 
     def precompile(self, command: list[str], header: Path) -> bool:

@@ -140,7 +140,11 @@ def test_bench_on_cpu_writes_the_documented_json(built: tuple[Path, str], tmp_pa
 def test_a_broken_op_fails_alone_with_its_first_error(built: tuple[Path, str]) -> None:
     root, _ = built
     assert opgen("new", "broken", cwd=root).returncode == 0
-    source = root / "generated_ops" / "broken" / "csrc" / "broken_cpu.cpp"
+    # Where nvcc compiles, the CUDA file is the broken one: ninja starts it first, so an error in
+    # a C++ file would wait for nvcc's whole compile of a sound .cu (a minute on CI's cores),
+    # where the .cu's own error ends the build with the C++ file beside it.
+    broken_file = "broken_cuda.cu" if cuda_compilable() else "broken_cpu.cpp"
+    source = root / "generated_ops" / "broken" / "csrc" / broken_file
     text = source.read_text()
     assert "using broken_math::Functors;" in text
     source.write_text(text.replace("using broken_math::Functors;", "using broken_math::Functors  // missing semicolon", 1))
@@ -152,7 +156,7 @@ def test_a_broken_op_fails_alone_with_its_first_error(built: tuple[Path, str]) -
         result = opgen("build", "broken", "my_op", cwd=root)
         assert result.returncode == 1
         # The first error, named by its path in the workspace.
-        assert "broken/csrc/broken_cpu.cpp:" in result.stderr and "error" in result.stderr, result.stderr
+        assert f"broken/csrc/{broken_file}" in result.stderr and "error" in result.stderr, result.stderr
         summary = result.stdout
         assert "broken" in summary and "failed" in summary
         assert "my_op" in summary and "up-to-date" in summary  # the other op is untouched and ready
