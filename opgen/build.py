@@ -17,6 +17,7 @@ import functools
 import json
 import math
 import os
+import queue
 import re
 import subprocess
 import sys
@@ -346,22 +347,35 @@ class LogReader:
     current_op: str | None = None
     compiled: dict[str, list[str]] = field(default_factory=dict)
     finished: dict[str, tuple[str, float]] = field(default_factory=dict)
+    # ninja's line for a finished file, held until the next line tells whether it failed: a
+    # failed compile's status line comes right before its "FAILED:" line.
+    held: BuildEvent | None = None
 
-    def read(self, line: str) -> BuildEvent | None:
+    def read(self, line: str) -> list[BuildEvent]:
+        """The events ``line`` completes (a file's "compiled" event comes with the line after it)."""
         line = line.rstrip("\n")
+        held, self.held = self.held, None
+        if line.startswith("FAILED:"):
+            if held is not None:
+                self.compiled[held.op].pop()  # the file ninja's line before named failed
+            return []
+        events = [held] if held is not None else []
         if is_event_line(line):
-            return self._event(json.loads(line))
-        if line.startswith("FAILED:") and self.compiled.get(self.current_op or ""):
-            self.compiled[self.current_op or ""].pop()  # ninja's line before was that file failing
-            return None
+            event = self._event(json.loads(line))
+            return [*events, event] if event is not None else events
         ninja_status = _NINJA_STATUS.match(line)
         if ninja_status is not None and self.current_op is not None:
             done, total, command = ninja_status.groups()
             source = _COMPILED_SOURCE.search(command)
             name = Path(source.group(1)).name if source else command.split()[0]
             self.compiled.setdefault(self.current_op, []).append(name)
-            return BuildEvent(op=self.current_op, phase="compiling", detail=f"{name} ({done}/{total})")
-        return None
+            self.held = BuildEvent(op=self.current_op, phase="compiling", detail=f"{name} ({done}/{total})")
+        return events
+
+    def release(self) -> list[BuildEvent]:
+        """The held event, once the output pauses or ends with no "FAILED:" after it."""
+        held, self.held = self.held, None
+        return [held] if held is not None else []
 
     def _event(self, event: dict[str, object]) -> BuildEvent | None:
         """One of setup.py's JSON progress events (the form _build_config.py's event_line writes)."""
@@ -487,6 +501,32 @@ def build_lanes(ops: int, jobs: int) -> int:
     return max(1, min(ops, jobs))
 
 
+# How long setup.py's output may pause before a held "compiled" event is shown: ninja writes a
+# failed file's "FAILED:" line together with the status line before it.
+_FAILED_LINE_WAIT_S = 0.2
+
+
+def _lines_and_pauses(stream: Iterable[str], pause_s: float) -> Iterator[str | None]:
+    """The lines of ``stream`` as they come, and None each time ``pause_s`` passes without one."""
+    lines: queue.Queue[str | None] = queue.Queue()
+
+    def pump() -> None:
+        for line in stream:
+            lines.put(line)
+        lines.put(None)  # the end
+
+    threading.Thread(target=pump, daemon=True).start()
+    while True:
+        try:
+            line = lines.get(timeout=pause_s)
+        except queue.Empty:
+            yield None
+            continue
+        if line is None:
+            return
+        yield line
+
+
 @dataclass
 class _SetupRun:
     ops: list[str]
@@ -519,13 +559,18 @@ def _run_setup(
     assert process.stdout is not None
     lines: list[str] = []
     reader = LogReader(root=workspace.path)
-    for line in process.stdout:
-        lines.append(line)
-        event = reader.read(line)
-        if echo is not None and not is_event_line(line):
-            echo(line.rstrip("\n"))  # the progress display shows those
-        if event is not None:
+    for line in _lines_and_pauses(process.stdout, _FAILED_LINE_WAIT_S):
+        if line is None:
+            events = reader.release()
+        else:
+            lines.append(line)
+            events = reader.read(line)
+            if echo is not None and not is_event_line(line):
+                echo(line.rstrip("\n"))  # the progress display shows those
+        for event in events:
             notify(event)
+    for event in reader.release():
+        notify(event)
     return _SetupRun(ops=ops, log="".join(lines), returncode=process.wait(), reader=reader)
 
 

@@ -97,6 +97,7 @@ running build_ext
 g++ -shared /ws/build/relu_cpu.o /ws/relu_cuda.o -o build/lib/ws/relu/_C.abi3.so
 {EVENT(op="relu", phase="built", seconds=41.5, error="")}
 {EVENT(op="gelu", phase="compiling")}
+[1/2] c++ -MMD -MF /ws/build/temp/gelu/csrc/gelu_cpu.o.d -O3 -c -c /ws/gelu/csrc/gelu_cpu.cpp -o /ws/build/gelu_cpu.o
 FAILED: /ws/build/temp/gelu/csrc/gelu_cpu.o
 /ws/gelu/csrc/gelu_cpu.cpp:7:3: error: expected ';' before '}}' token
 {EVENT(op="gelu", phase="failed", seconds=3.0, error="error: command 'ninja' failed with exit code 1")}
@@ -105,7 +106,7 @@ FAILED: /ws/build/temp/gelu/csrc/gelu_cpu.o
 
 def test_setup_output_becomes_events_and_plain_progress_lines() -> None:
     reader = LogReader()
-    events = [event for line in SETUP_LOG.splitlines() if (event := reader.read(line)) is not None]
+    events = [event for line in SETUP_LOG.splitlines() for event in reader.read(line)] + reader.release()
     assert events[1] == BuildEvent(op="relu", phase="compiling", detail="relu_cpu.cpp (1/2)")
     lines: list[str] = []
     progress = PlainProgress(lines.append)
@@ -118,7 +119,7 @@ def test_setup_output_becomes_events_and_plain_progress_lines() -> None:
         "relu: linking",
         "relu: built in 41.5 s",
         "gelu: compiling",
-        "gelu: failed in 3.0 s",
+        "gelu: failed in 3.0 s",  # not "compiled gelu_cpu.cpp": ninja's line for it preceded FAILED
     ]
     assert reader.mode == "CPU and CUDA kernels, CUDA architectures 9.0, toolkit /usr/local/cuda"
     assert reader.architectures == "9.0"

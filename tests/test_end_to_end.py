@@ -159,6 +159,7 @@ def test_a_broken_op_fails_alone_with_its_first_error(built: tuple[Path, str]) -
         assert f"broken/csrc/{broken_file}" in result.stderr and "error" in result.stderr, result.stderr
         summary = result.stdout
         assert "broken" in summary and "failed" in summary
+        assert f"compiled {broken_file}" not in summary  # its progress line does not claim it compiled
         assert "my_op" in summary and "up-to-date" in summary  # the other op is untouched and ready
         assert list((root / "generated_ops" / "my_op").glob("_C*.so"))
         check = "import generated_ops as g; assert 'my_op' in g.built_ops and g.unbuilt_ops == ['broken']"
