@@ -5,7 +5,7 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -102,6 +102,18 @@ FAILED: /ws/build/temp/gelu/csrc/gelu_cpu.o
 /ws/gelu/csrc/gelu_cpu.cpp:7:3: error: expected ';' before '}}' token
 {EVENT(op="gelu", phase="failed", seconds=3.0, error="error: command 'ninja' failed with exit code 1")}
 """
+
+
+def test_setup_output_pauses_are_reported_between_its_lines() -> None:
+    # A held "compiled" event is shown when setup.py's output pauses: _lines_and_pauses says when.
+    def slow_output() -> Iterator[str]:
+        yield "[1/2] c++ -c -c /ws/relu/csrc/relu.cpp\n"
+        time.sleep(0.3)
+        yield "[2/2] c++ -c -c /ws/relu/csrc/relu_cpu.cpp\n"
+
+    seen = list(build._lines_and_pauses(slow_output(), pause_s=0.05))
+    assert seen[0].startswith("[1/2]") and seen[-1].startswith("[2/2]")  # type: ignore[union-attr]
+    assert None in seen[1:-1] and all(line is None for line in seen[1:-1])
 
 
 def test_setup_output_becomes_events_and_plain_progress_lines() -> None:

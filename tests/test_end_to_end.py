@@ -142,7 +142,7 @@ def test_a_broken_op_fails_alone_with_its_first_error(built: tuple[Path, str]) -
     assert opgen("new", "broken", cwd=root).returncode == 0
     # Where nvcc compiles, the CUDA file is the broken one: ninja starts it first, so an error in
     # a C++ file would wait for nvcc's whole compile of a sound .cu (a minute on CI's cores),
-    # where the .cu's own error ends the build with the C++ file beside it.
+    # while an error in the .cu ends the build once the C++ file compiling beside it is done.
     broken_file = "broken_cuda.cu" if cuda_compilable() else "broken_cpu.cpp"
     source = root / "generated_ops" / "broken" / "csrc" / broken_file
     text = source.read_text()
