@@ -347,19 +347,17 @@ class LogReader:
     current_op: str | None = None
     compiled: dict[str, list[str]] = field(default_factory=dict)
     finished: dict[str, tuple[str, float]] = field(default_factory=dict)
-    # ninja's line for a finished file, held until the next line tells whether it failed: a
-    # failed compile's status line comes right before its "FAILED:" line.
-    held: BuildEvent | None = None
+    # ninja's line for a finished file (the file, its event), held until the next line tells
+    # whether it failed: a failed compile's status line comes right before its "FAILED:" line.
+    held: tuple[str, BuildEvent] | None = None
 
     def read(self, line: str) -> list[BuildEvent]:
         """The events ``line`` completes (a file's "compiled" event comes with the line after it)."""
         line = line.rstrip("\n")
-        held, self.held = self.held, None
         if line.startswith("FAILED:"):
-            if held is not None:
-                self.compiled[held.op].pop()  # the file ninja's line before named failed
+            self.held = None  # the file ninja's line before named did not compile
             return []
-        events = [held] if held is not None else []
+        events = self.release()
         if is_event_line(line):
             event = self._event(json.loads(line))
             return [*events, event] if event is not None else events
@@ -368,14 +366,16 @@ class LogReader:
             done, total, command = ninja_status.groups()
             source = _COMPILED_SOURCE.search(command)
             name = Path(source.group(1)).name if source else command.split()[0]
-            self.compiled.setdefault(self.current_op, []).append(name)
-            self.held = BuildEvent(op=self.current_op, phase="compiling", detail=f"{name} ({done}/{total})")
+            self.held = (name, BuildEvent(op=self.current_op, phase="compiling", detail=f"{name} ({done}/{total})"))
         return events
 
     def release(self) -> list[BuildEvent]:
-        """The held event, once the output pauses or ends with no "FAILED:" after it."""
-        held, self.held = self.held, None
-        return [held] if held is not None else []
+        """The held file as compiled, once the output moves on or pauses with no "FAILED:" for it."""
+        if self.held is None:
+            return []
+        (name, event), self.held = self.held, None
+        self.compiled.setdefault(event.op, []).append(name)
+        return [event]
 
     def _event(self, event: dict[str, object]) -> BuildEvent | None:
         """One of setup.py's JSON progress events (the form _build_config.py's event_line writes)."""
