@@ -334,11 +334,16 @@ def test_binary_formula_op_renders_clean_files(workspace: Workspace) -> None:
     schema = (folder / "csrc" / "swish_gate.cpp").read_text()
     assert 'm.def("swish_gate(Tensor x, Tensor y, float alpha=2.0) -> Tensor");' in schema
     assert '"swish_gate_backward(Tensor grad_output, Tensor x, Tensor y, float alpha=2.0) -> (Tensor, "' in schema
-    for kernel, device in (("swish_gate_cpu.cpp", "OnCpu"), ("swish_gate_cuda.cu", "OnCuda")):
+    for kernel, forward in (
+        ("swish_gate_cpu.cpp", 'opgen::elementwise_forward<opgen::OnCpu, Functors>("swish_gate", {"x", "y"}, {x, y}, alpha)'),
+        ("swish_gate_cuda_binding.cpp", 'opgen::cuda_elementwise_forward("swish_gate", {"x", "y"}, {x, y},'),
+    ):
         source = " ".join((folder / "csrc" / kernel).read_text().split())  # as clang-format wraps it, unwrapped
         source = source.replace("( ", "(").replace(" )", ")")
-        assert f'opgen::elementwise_forward<opgen::{device}, Functors>("swish_gate", {{"x", "y"}}, {{x, y}}, alpha)' in source
+        assert forward in source, kernel
         assert "[](const at::Tensor& grad_output, const at::Tensor& x, const at::Tensor& y, double alpha)" in source
+    kernels = " ".join((folder / "csrc" / "swish_gate_cuda.cu").read_text().split())
+    assert "void swish_gate_cuda_backward(const opgen::ElementwiseBuffers<3, 2>& buffers, double alpha)" in kernels
     math = (folder / "csrc" / "swish_gate_math.h").read_text()
     assert "opgen::Results<T, 2> operator()(T grad_output, T x, T y) const" in math
     module = (folder / "__init__.py").read_text()

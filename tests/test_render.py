@@ -61,30 +61,31 @@ def test_rendered_code_is_clean(workspace: Workspace, name: str, kind: str | Non
 
 
 def test_cuda_source_follows_the_kernel_rules(workspace: Workspace) -> None:
-    for name in ("softmax", "row_op"):
+    for name in ("softmax", "row_op", "gelu"):
         kind = "rowwise" if name == "row_op" else None
         csrc = new_op(name, kind=kind, workspace=workspace) / "csrc"  # type: ignore[arg-type]
         kernels = (csrc / f"{name}_cuda.cu").read_text()
-        # softmax's host side (checks, guard, registration) is its own C++ file, so that nvcc
-        # never parses torch's tensor and dispatcher headers.
-        binding = (csrc / f"{name}_cuda_binding.cpp").read_text() if name == "softmax" else kernels
-        assert "AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16" in kernels
-        assert "CUDAGuard" in binding and "CHECK_CUDA(" in binding
+        # softmax's and the elementwise ops' host side (checks, guard, registration) is a C++ file
+        # of its own, so that nvcc never parses torch's tensor and dispatcher headers for them.
+        binding = (csrc / f"{name}_cuda_binding.cpp").read_text() if name != "row_op" else kernels
         assert "TORCH_LIBRARY_IMPL(generated_ops, CUDA, m)" in binding
-    softmax_kernels = (workspace.path / "softmax/csrc/softmax_cuda.cu").read_text()
-    for heavy in ("<ATen/core/Tensor.h>", "<torch/library.h>", "<torch/extension.h>"):
-        assert heavy not in softmax_kernels
-    # Elementwise ops register the shared host code (opgen/elementwise_op.h) on the CUDA device,
-    # whose checks, guard and dispatch live once in the workspace's headers.
-    gelu = (new_op("gelu", workspace=workspace) / "csrc" / "gelu_cuda.cu").read_text()
-    assert "TORCH_LIBRARY_IMPL(generated_ops, CUDA, m)" in gelu
-    assert "opgen::elementwise_forward<opgen::OnCuda, Functors>" in gelu
-    assert "opgen::elementwise_backward<opgen::OnCuda, Functors>" in gelu
+        if name == "gelu":  # the checks, guard and dispatch live once in the workspace's headers
+            assert "opgen::cuda_elementwise_forward(" in binding and "gelu_cuda_forward(buffers, approximate)" in binding
+            assert "opgen::elementwise_forward_kernels<gelu_math::Functors>(buffers, approximate)" in kernels
+        else:
+            assert "AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16" in kernels
+            assert "CUDAGuard" in binding and "CHECK_CUDA(" in binding
+        if name != "row_op":
+            for heavy in ("<ATen/core/Tensor.h>", "<torch/library.h>", "<torch/extension.h>", "opgen/checks.h"):
+                assert heavy not in kernels, (name, heavy)
     include = workspace.path / "include" / "opgen"
     host = " ".join((include / "elementwise_op.h").read_text().split())  # unwrapped
     assert "AT_DISPATCH_FLOATING_TYPES_AND2( at::kHalf, at::kBFloat16" in host and "Device::Guard" in host
+    cuda_host = (include / "elementwise_cuda.h").read_text()
+    assert "using Guard = c10::cuda::CUDAGuard;" in cuda_host and "check_cuda(t, op, arg)" in cuda_host
+    assert "getCurrentCUDAStream()" in cuda_host
     device = (include / "elementwise.cuh").read_text()
-    assert "using Guard = c10::cuda::CUDAGuard;" in device and "check_cuda(t, op, arg)" in device
+    assert "AT_DISPATCH_FLOATING_TYPES_AND2(" in device and "<ATen/core/Tensor.h>" not in device
 
 
 def test_skeletons_mark_the_places_to_edit(workspace: Workspace) -> None:

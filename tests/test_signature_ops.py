@@ -83,4 +83,6 @@ shared_build.join(SIGNATURES, workspace="two", cuda=CUDA_OPS, broken=BROKEN)
 
 
 def test_broken_stand_ins_fail_their_generated_tests(project: Path) -> None:
-    assert_generated_tests_fail(project, [shared_build.broken_name(name) for name in BROKEN])
+    # -k: the CPU checks that see these mistakes (bitonic_sort's lost stability: its ties), not the whole files again.
+    selection = "cpu and (matches_reference or gradcheck or ties)"
+    assert_generated_tests_fail(project, [shared_build.broken_name(name) for name in BROKEN], "-k", selection)

@@ -2,22 +2,23 @@
 // An op supplies only `fn`, a functor over its math type (float for half/bfloat16, so the math
 // accumulates in fp32); loads, stores, the scalar tail and the grid live here once. A functor
 // that returns opgen::Results<math_t, N> writes N outputs in the same pass (a backward giving
-// the gradient of each of several inputs).
+// the gradient of each of several inputs). The kernels see buffers, not tensors
+// (opgen/elementwise_buffers.h): the checks, broadcasting and allocation are the host code's
+// (opgen/elementwise_cuda.h), compiled by the C++ compiler.
 #pragma once
 
+#include <ATen/Dispatch.h>
 #include <ATen/OpMathType.h>
-#include <ATen/core/Tensor.h>
-#include <c10/cuda/CUDAGuard.h>
-#include <c10/cuda/CUDAStream.h>
+#include <c10/util/Exception.h>
+#include <cuda_runtime.h>
 
-#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <limits>
 #include <type_traits>
 #include <utility>
 
-#include "opgen/checks.h"
+#include "opgen/elementwise_buffers.h"
 #include "opgen/launch.cuh"
 #include "opgen/results.h"
 #include "opgen/vec.cuh"
@@ -115,27 +116,26 @@ __global__ void __launch_bounds__(kElementwiseThreads)
   }
 }
 
-// Runs `fn` over contiguous tensors of equal numel on the current stream, writing one output
-// per value `fn` returns. The caller holds the device guard and has checked the inputs; the
-// outputs are freshly allocated.
-template <typename T, std::size_t kOutputCount, typename Fn, typename... Tensors>
-void launch_elementwise(const std::array<at::Tensor, kOutputCount>& outs, Fn fn,
-                        const Tensors&... inputs) {
-  constexpr int kArity = sizeof...(Tensors);
-  constexpr int kOutputs = static_cast<int>(kOutputCount);
-  static_assert(kArity >= 1, "an elementwise op needs at least one input");
-  static_assert(kOutputs >= 1, "an elementwise op needs at least one output");
-  const int64_t n = outs[0].numel();
+// Runs `fn` over the dense buffers on their stream, writing one output per value `fn` returns.
+// The caller (the op's CUDA binding, opgen/elementwise_cuda.h) holds the device guard, has
+// checked the inputs and allocated the outputs.
+template <typename T, int kInputs, int kOutputs, typename Fn>
+void launch_elementwise(const ElementwiseBuffers<kInputs, kOutputs>& buffers, Fn fn) {
+  const int64_t n = buffers.numel;
   if (n == 0) return;
-  const InputPointers<T, kArity> in{{inputs.template const_data_ptr<T>()...}};
+  InputPointers<T, kInputs> in;
   OutputPointers<T, kOutputs> out;
   // Views with a storage offset can start off a 16-byte boundary; those take the scalar path.
-  bool aligned = (is_aligned(inputs.const_data_ptr(), kVectorBytes) && ...);
+  bool aligned = true;
+  for (int i = 0; i < kInputs; ++i) {
+    in.ptr[i] = static_cast<const T*>(buffers.inputs[i]);
+    aligned = aligned && is_aligned(in.ptr[i], kVectorBytes);
+  }
   for (int o = 0; o < kOutputs; ++o) {
-    out.ptr[o] = outs[o].template mutable_data_ptr<T>();
+    out.ptr[o] = static_cast<T*>(buffers.outputs[o]);
     aligned = aligned && is_aligned(out.ptr[o], kVectorBytes);
   }
-  const auto stream = c10::cuda::getCurrentCUDAStream();
+  const cudaStream_t stream = buffers.stream;
   constexpr int kVec = pack_size<T>();
   constexpr int kUnroll = PacksPerThread<Fn>::value;
   // Blocks whose threads cover `packs` packs (the partial pack after the last whole one
@@ -151,37 +151,44 @@ void launch_elementwise(const std::array<at::Tensor, kOutputCount>& outs, Fn fn,
   };
   const int64_t packs = (n + kVec - 1) / kVec;
   if (!aligned) {
-    elementwise_kernel<kArity, kOutputs, 1, kUnroll, T>
+    elementwise_kernel<kInputs, kOutputs, 1, kUnroll, T>
         <<<blocks_for(n, kUnroll), kElementwiseThreads, 0, stream>>>(out, in, n, fn);
   } else if (kUnroll > 1 && blocks_for(packs, kUnroll) < 2u * multiprocessor_count()) {
     // Too few blocks to give every multiprocessor two: latency bounds such a tensor, not
     // instructions, and one pack a thread spreads it over kUnroll times the threads. H200, gelu on
     // 1 MiB of float32, % of a device copy: 77 at 4 packs a thread, 91 at 1.
-    elementwise_kernel<kArity, kOutputs, kVec, 1, T>
+    elementwise_kernel<kInputs, kOutputs, kVec, 1, T>
         <<<blocks_for(packs, 1), kElementwiseThreads, 0, stream>>>(out, in, n, fn);
   } else {
-    elementwise_kernel<kArity, kOutputs, kVec, kUnroll, T>
+    elementwise_kernel<kInputs, kOutputs, kVec, kUnroll, T>
         <<<blocks_for(packs, kUnroll), kElementwiseThreads, 0, stream>>>(out, in, n, fn);
   }
   OPGEN_CHECK_LAUNCH();
 }
 
-// The common case: one output.
-template <typename T, typename Fn, typename... Tensors>
-void launch_elementwise(const at::Tensor& out, Fn fn, const Tensors&... inputs) {
-  launch_elementwise<T>(std::array<at::Tensor, 1>{out}, fn, inputs...);
+// An op's forward kernels (its <op>_cuda.cu calls this): output = forward(inputs...), the
+// functor for the buffers' dtype and the op's params chosen by the op's Functors.
+template <class Functors, int kInputs, class... Params>
+void elementwise_forward_kernels(const ElementwiseBuffers<kInputs, 1>& buffers,
+                                 const Params&... params) {
+  AT_DISPATCH_FLOATING_TYPES_AND2(
+      at::kHalf, at::kBFloat16, buffers.dtype, "elementwise_forward", [&] {
+        Functors::template forward<scalar_t>(
+            [&](auto forward) { launch_elementwise<scalar_t>(buffers, forward); }, params...);
+      });
 }
 
-// A CUDA GPU as a device of the shared elementwise host code (opgen/elementwise_op.h).
-struct OnCuda {
-  using Guard = c10::cuda::CUDAGuard;
-  static void check(const at::Tensor& t, const char* op, const char* arg) {
-    check_cuda(t, op, arg);
-  }
-  template <typename T, typename Out, typename Fn, typename... Tensors>
-  static void launch(const Out& out, Fn fn, const Tensors&... inputs) {
-    launch_elementwise<T>(out, fn, inputs...);
-  }
-};
+// An op's backward kernels: each input's gradient from the incoming gradient (inputs[0]) and
+// the inputs, in one pass.
+template <class Functors, int kInputs, int kOutputs, class... Params>
+void elementwise_backward_kernels(const ElementwiseBuffers<kInputs, kOutputs>& buffers,
+                                  const Params&... params) {
+  static_assert(kInputs == kOutputs + 1, "the incoming gradient, then the op's inputs");
+  AT_DISPATCH_FLOATING_TYPES_AND2(
+      at::kHalf, at::kBFloat16, buffers.dtype, "elementwise_backward", [&] {
+        Functors::template backward<scalar_t>(
+            [&](auto backward) { launch_elementwise<scalar_t>(buffers, backward); }, params...);
+      });
+}
 
 }  // namespace opgen

@@ -18,13 +18,15 @@
 #include <tuple>
 
 #include "lin_silu.h"
+#include "opgen/elementwise_buffers.h"
+#include "opgen/elementwise_cuda.h"
 #include "opgen/linear.h"
 #include "opgen/linear_cublaslt.h"
 
 // The formula's forward and derived backward on the pre-activation, in the shared elementwise
-// kernel (lin_silu_activation.cu).
-at::Tensor lin_silu_activation_cuda(const at::Tensor& pre);
-at::Tensor lin_silu_activation_backward_cuda(const at::Tensor& grad, const at::Tensor& pre);
+// kernel (lin_silu_activation.cu), called through opgen/elementwise_cuda.h.
+void lin_silu_activation_forward(const opgen::ElementwiseBuffers<1, 1>& buffers);
+void lin_silu_activation_backward(const opgen::ElementwiseBuffers<2, 1>& buffers);
 
 namespace {
 
@@ -46,8 +48,10 @@ std::tuple<at::Tensor, at::Tensor> lin_silu_cuda(const at::Tensor& x, const at::
   const bool fused = opgen::linear::lt::forward(activation, opgen::linear::rows_of(x).contiguous(),
                                                 weight.contiguous(), bias_, out2, pre2, stream);
   if (!fused) opgen::linear::forward_aten(activation, x, weight, bias_, out2, pre2);
-  out2.copy_(lin_silu_activation_cuda(
-      pre2.defined() ? pre2 : out2));  // out2 holds the pre-activation when not kept
+  // out2 holds the pre-activation when it is not kept.
+  out2.copy_(opgen::cuda_elementwise_forward(
+      "lin_silu", {"preactivation"}, {pre2.defined() ? pre2 : out2},
+      [](const auto& buffers) { lin_silu_activation_forward(buffers); }));
   return {out, preactivation};
 }
 
@@ -71,7 +75,9 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> lin_silu_backward_cuda(
                               : opgen::linear::recompute_preactivation(x, weight, bias);
   need_bias = need_bias && grad_bias.numel() > 0;
   // The gradient at the pre-activation: one elementwise pass (the formula's kernel).
-  const at::Tensor grad_pre = lin_silu_activation_backward_cuda(grad2.contiguous(), pre2);
+  const at::Tensor grad_pre = opgen::cuda_elementwise_backward(
+      "lin_silu", {"preactivation"}, grad2.contiguous(), {pre2},
+      [](const auto& buffers) { lin_silu_activation_backward(buffers); });
   // The bias gradient comes out of the weight-gradient GEMM's epilogue (BGRADB) where that is
   // faster than ATen's GEMM and sum (opgen/linear_cublaslt.h times both once per shape); the
   // input gradient is ATen's GEMM.
