@@ -3,26 +3,20 @@
 // math, as functors: what a row reduces to, and each output from its inputs and that; the engine
 // runs them with softmax's kernels, picked by row length (rows in registers, several to a warp or
 // one to a block; longer rows cached on chip in a block or a cluster of blocks), with 16-byte
-// loads, reading each input from DRAM once.
+// loads, reading each input from DRAM once. The checks, guard and allocation are the binding's
+// (row_op_cuda_binding.cpp), so this file needs no torch tensor or dispatcher headers.
 //
 // The placeholder computes y = x - mean(x) over the last dimension. To make the op your own,
 // edit the places marked EDIT HERE (forward and backward), the same places in
 // row_op_cpu.cpp, and reference.py.
 #include <ATen/Dispatch.h>
 #include <ATen/OpMathType.h>
-#include <ATen/core/Tensor.h>
-#include <ATen/ops/empty.h>
-#include <c10/cuda/CUDAGuard.h>
-#include <c10/cuda/CUDAStream.h>
-#include <torch/library.h>
 
 #include <cstdint>
 
-#include "opgen/checks.h"
 #include "opgen/reduce.cuh"
 #include "opgen/row_engine.cuh"
-
-#define OPGEN_OP "row_op"
+#include "row_op_cuda.h"
 
 namespace {
 
@@ -53,7 +47,7 @@ struct RowOpForward {
 
 // EDIT HERE: the backward, likewise. For y = x - mean(x): dx = dy - mean(dy), and x itself is not
 // needed. A gradient that needs x reads it as a second input: kInputs = 2, transform(M dy, M x),
-// Output's operator()(M dy, M x), and x's pointer after dy's in row_op_backward_cuda.
+// Output's operator()(M dy, M x), and x's pointer after dy's in launch_row_op_backward.
 template <typename M>
 struct RowOpBackward {
   static constexpr int kInputs = 1;  // dy
@@ -73,59 +67,23 @@ struct RowOpBackward {
   }
 };
 
-// Rows of the last dimension; a 0-d tensor is one row of one value.
-int64_t row_length_of(const at::Tensor& t) {
-  return t.dim() == 0 ? 1 : t.size(-1);
-}
-
-at::Tensor row_op_cuda(const at::Tensor& x) {
-  CHECK_CUDA(x);
-  CHECK_FLOATING(x);
-  const c10::cuda::CUDAGuard device_guard(x.device());
-  // The engine walks rows of flat memory: a non-contiguous input is copied to a contiguous one.
-  const at::Tensor input = x.contiguous();
-  at::Tensor output = at::empty(input.sizes(), input.options());
-  if (input.numel() == 0) return output;
-  const int64_t row_length = row_length_of(input);
-  const int64_t rows = input.numel() / row_length;
-  const at::ScalarType dtype = input.scalar_type();
-  const cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
-  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, dtype, "row_op_cuda", [&] {
-    opgen::launch_row_op<RowOpForward<at::opmath_type<scalar_t>>>(
-        output.mutable_data_ptr<scalar_t>(), rows, row_length, stream,
-        input.const_data_ptr<scalar_t>());
-  });
-  return output;
-}
-
-at::Tensor row_op_backward_cuda(const at::Tensor& grad_output, const at::Tensor& x) {
-  CHECK_CUDA(grad_output);
-  CHECK_CUDA(x);
-  CHECK_SAME_DEVICE(grad_output, x);
-  CHECK_FLOATING(x);
-  CHECK_SAME_DTYPE(grad_output, x);
-  CHECK_SAME_SHAPE(grad_output, x);
-  const c10::cuda::CUDAGuard device_guard(x.device());
-  const at::Tensor grad = grad_output.contiguous();
-  at::Tensor grad_input = at::empty(x.sizes(), x.options());
-  if (grad.numel() == 0) return grad_input;
-  const int64_t row_length = row_length_of(grad);
-  const int64_t rows = grad.numel() / row_length;
-  const at::ScalarType dtype = x.scalar_type();
-  const cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
-  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, dtype, "row_op_backward_cuda", [&] {
-    // The backward op's inputs, in its order: dy (a gradient that reads x passes
-    // x.contiguous()'s pointer after it).
-    opgen::launch_row_op<RowOpBackward<at::opmath_type<scalar_t>>>(
-        grad_input.mutable_data_ptr<scalar_t>(), rows, row_length, stream,
-        grad.const_data_ptr<scalar_t>());
-  });
-  return grad_input;
-}
-
 }  // namespace
 
-TORCH_LIBRARY_IMPL(generated_ops, CUDA, m) {
-  m.impl("row_op", &row_op_cuda);
-  m.impl("row_op_backward", &row_op_backward_cuda);
+void launch_row_op_forward(c10::ScalarType dtype, void* y, const void* x, int64_t rows,
+                           int64_t row_length, cudaStream_t stream) {
+  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, dtype, "row_op_cuda", [&] {
+    opgen::launch_row_op<RowOpForward<at::opmath_type<scalar_t>>>(
+        static_cast<scalar_t*>(y), rows, row_length, stream, static_cast<const scalar_t*>(x));
+  });
+}
+
+void launch_row_op_backward(c10::ScalarType dtype, void* grad_x, const void* grad_y, const void* x,
+                            int64_t rows, int64_t row_length, cudaStream_t stream) {
+  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, dtype, "row_op_backward_cuda", [&] {
+    // The backward op's inputs, in its order: dy (a gradient that reads x passes
+    // static_cast<const scalar_t*>(x) after it).
+    opgen::launch_row_op<RowOpBackward<at::opmath_type<scalar_t>>>(
+        static_cast<scalar_t*>(grad_x), rows, row_length, stream,
+        static_cast<const scalar_t*>(grad_y));
+  });
 }
