@@ -150,3 +150,9 @@ auto elementwise_backward(const char* op, const char* const (&names)[N],
 }
 
 }  // namespace opgen
+
+#ifdef __CUDACC__
+// opgen::OnCuda, for the CUDA files of elementwise ops rendered before <op>_cuda_binding.cpp
+// existed, which include this header and opgen/elementwise.cuh.
+#include "opgen/elementwise_cuda.h"
+#endif

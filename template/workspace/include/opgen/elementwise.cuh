@@ -9,9 +9,11 @@
 
 #include <ATen/Dispatch.h>
 #include <ATen/OpMathType.h>
+#include <c10/cuda/CUDAStream.h>
 #include <c10/util/Exception.h>
 #include <cuda_runtime.h>
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <limits>
@@ -189,6 +191,26 @@ void elementwise_backward_kernels(const ElementwiseBuffers<kInputs, kOutputs>& b
         Functors::template backward<scalar_t>(
             [&](auto backward) { launch_elementwise<scalar_t>(buffers, backward); }, params...);
       });
+}
+
+// The tensor forms (at::Tensor, or any type with numel(), const_data_ptr() and mutable_data_ptr()),
+// on the current stream: the CUDA files of elementwise ops that opgen rendered before the kernels
+// took buffers call these (or opgen::OnCuda::launch), so they still build against these headers,
+// until `opgen update` renders their current form.
+template <typename T, typename Tensor, std::size_t kOutputs, typename Fn, typename... Tensors>
+void launch_elementwise(const std::array<Tensor, kOutputs>& outs, Fn fn, const Tensors&... inputs) {
+  ElementwiseBuffers<static_cast<int>(sizeof...(Tensors)), static_cast<int>(kOutputs)> buffers{};
+  buffers.numel = outs[0].numel();
+  int i = 0;
+  ((buffers.inputs[i++] = inputs.const_data_ptr()), ...);
+  for (std::size_t o = 0; o < kOutputs; ++o) buffers.outputs[o] = outs[o].mutable_data_ptr();
+  buffers.stream = c10::cuda::getCurrentCUDAStream();
+  launch_elementwise<T>(buffers, fn);
+}
+
+template <typename T, typename Tensor, typename Fn, typename... Tensors>
+void launch_elementwise(const Tensor& out, Fn fn, const Tensors&... inputs) {
+  launch_elementwise<T>(std::array<Tensor, 1>{out}, fn, inputs...);
 }
 
 }  // namespace opgen

@@ -22,6 +22,9 @@
 #include "opgen/checks.h"
 #include "opgen/elementwise_buffers.h"
 #include "opgen/elementwise_op.h"
+#ifdef __CUDACC__
+#include "opgen/elementwise.cuh"  // OnCuda::launch's kernels
+#endif
 
 namespace opgen {
 
@@ -31,6 +34,15 @@ struct OnCuda {
   static void check(const at::Tensor& t, const char* op, const char* arg) {
     check_cuda(t, op, arg);
   }
+#ifdef __CUDACC__
+  // For the CUDA files of elementwise ops rendered before <op>_cuda_binding.cpp existed (kernels
+  // and registration in one .cu, through elementwise_op.h): they still build against these
+  // headers until `opgen update` renders the current form.
+  template <typename T, typename Out, typename Fn, typename... Tensors>
+  static void launch(const Out& out, Fn fn, const Tensors&... inputs) {
+    launch_elementwise<T>(out, fn, inputs...);
+  }
+#endif
 };
 
 // output = forward(inputs...): kernels(buffers) with the prepared inputs read and the output
