@@ -1,8 +1,8 @@
 #!/bin/bash
 # The elementwise CUDA files of the form before f16b79f (kernels and registration in one
 # <op>_cuda.cu, through opgen::OnCuda: d178b0f's renders of gelu and swish_gate, in
-# 2026-11-29c-old-form/) built against the current shared headers (their compatibility path,
-# 8b5a0b5-era elementwise_cuda.h's OnCuda::launch) in ops otherwise rendered now, and their
+# 2026-11-29c-old-form/) built against the current shared headers (b70eec4's compatibility path:
+# elementwise_cuda.h's OnCuda::launch) in ops otherwise rendered now, and their
 # generated CUDA tests run: what an op left at the earlier form meets after `opgen update` of
 # another op updated the workspace's headers.
 export PYTHONUNBUFFERED=1
