@@ -144,10 +144,14 @@ def test_a_broken_op_fails_alone_with_its_first_error(built: tuple[Path, str]) -
     # a C++ file would wait for nvcc's whole compile of a sound .cu (a minute on CI's cores),
     # while an error in the .cu ends the build once the C++ file compiling beside it is done.
     broken_file = "broken_cuda.cu" if cuda_compilable() else "broken_cpu.cpp"
+    statement = {  # a statement of each, whose semicolon goes missing
+        "broken_cuda.cu": "opgen::elementwise_forward_kernels<broken_math::Functors>(buffers);",
+        "broken_cpu.cpp": "using broken_math::Functors;",
+    }[broken_file]
     source = root / "generated_ops" / "broken" / "csrc" / broken_file
     text = source.read_text()
-    assert "using broken_math::Functors;" in text
-    source.write_text(text.replace("using broken_math::Functors;", "using broken_math::Functors  // missing semicolon", 1))
+    assert statement in text
+    source.write_text(text.replace(statement, statement.removesuffix(";") + "  // missing semicolon", 1))
     # my_op's library deleted from its folder (its build is intact): it must be put back even
     # though the op sorted before it fails.
     for library in (root / "generated_ops" / "my_op").glob("_C*.so"):
