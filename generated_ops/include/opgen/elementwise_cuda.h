@@ -1,8 +1,9 @@
 // The CUDA side of the elementwise host code (opgen/elementwise_op.h), for an op's CUDA binding
 // (<op>_cuda_binding.cpp): the checks, device guard, broadcasting and allocation as on the CPU,
 // then the tensors handed to the op's kernels (<op>_cuda.cu, through opgen/elementwise.cuh) as
-// dense buffers on the current stream. Host code only: the C++ compiler builds it, so nvcc never
-// parses the torch tensor and dispatcher headers for an elementwise op.
+// dense buffers on the current stream. Host code: the C++ compiler builds it, so nvcc never parses
+// the torch tensor and dispatcher headers for an elementwise op (it reads this header only for
+// the earlier form of the op's CUDA file: OnCuda::launch).
 //
 //   m.impl("relu", [](const at::Tensor& x) {
 //     return opgen::cuda_elementwise_forward("relu", {"x"}, {x}, [](const auto& buffers) {

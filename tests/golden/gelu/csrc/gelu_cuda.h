@@ -9,11 +9,11 @@
 
 #include "opgen/elementwise_buffers.h"
 
-// output = gelu(x) elementwise: buffers.inputs are x, buffers.outputs
-// the output, all dense, of one dtype and length.
+// output = gelu(x), elementwise. buffers.inputs: x; buffers.outputs: the output;
+// all dense, of one dtype and length.
 void gelu_cuda_forward(const opgen::ElementwiseBuffers<1, 1>& buffers,
                        c10::string_view approximate);
 
-// The gradient of x: buffers.inputs are grad_output, x; buffers.outputs its gradient.
+// The gradient of x. buffers.inputs: grad_output, x; buffers.outputs: its gradient.
 void gelu_cuda_backward(const opgen::ElementwiseBuffers<2, 1>& buffers,
                         c10::string_view approximate);

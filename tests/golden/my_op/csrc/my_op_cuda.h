@@ -7,9 +7,9 @@
 
 #include "opgen/elementwise_buffers.h"
 
-// output = my_op(x) elementwise: buffers.inputs are x, buffers.outputs
-// the output, all dense, of one dtype and length.
+// output = my_op(x), elementwise. buffers.inputs: x; buffers.outputs: the output;
+// all dense, of one dtype and length.
 void my_op_cuda_forward(const opgen::ElementwiseBuffers<1, 1>& buffers);
 
-// The gradient of x: buffers.inputs are grad_output, x; buffers.outputs its gradient.
+// The gradient of x. buffers.inputs: grad_output, x; buffers.outputs: its gradient.
 void my_op_cuda_backward(const opgen::ElementwiseBuffers<2, 1>& buffers);

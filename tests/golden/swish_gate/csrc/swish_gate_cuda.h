@@ -7,10 +7,9 @@
 
 #include "opgen/elementwise_buffers.h"
 
-// output = swish_gate(x, y) elementwise: buffers.inputs are x, y (broadcast), buffers.outputs
-// the output, all dense, of one dtype and length.
+// output = swish_gate(x, y), elementwise. buffers.inputs: x, y (broadcast); buffers.outputs: the
+// output; all dense, of one dtype and length.
 void swish_gate_cuda_forward(const opgen::ElementwiseBuffers<2, 1>& buffers);
 
-// The gradient of each input: buffers.inputs are grad_output, x, y; buffers.outputs their
-// gradients.
+// The gradient of each input. buffers.inputs: grad_output, x, y; buffers.outputs: their gradients.
 void swish_gate_cuda_backward(const opgen::ElementwiseBuffers<3, 2>& buffers);
