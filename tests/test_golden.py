@@ -55,3 +55,17 @@ def test_rendered_files_are_formatted(op: str, rendered: dict[str, Path]) -> Non
             assert format_python(text) == text, f"{op}/{name} is not ruff-formatted"
         elif name.endswith((".cpp", ".cu", ".h", ".cuh")):
             assert format_cpp(text) == text, f"{op}/{name} is not clang-formatted"
+
+
+@pytest.mark.parametrize("op", CASES)
+def test_cuda_kernels_are_registered_from_a_cpp_file(op: str, rendered: dict[str, Path]) -> None:
+    # nvcc parses every header twice (device and host passes); torch/library.h alone is some 20 s
+    # of a kernel file's compile. So no .cu includes it: each op registers its CUDA kernels once,
+    # from a C++ file of its CUDA side (csrc/<op>_cuda*.cpp, compiled only with CUDA).
+    files = rendered_files(rendered[op])
+    for name, text in files.items():
+        if name.endswith(".cu"):
+            assert "torch/library.h" not in text and "TORCH_LIBRARY" not in text, f"{op}/{name}"
+    registering = [name for name, text in files.items() if "TORCH_LIBRARY_IMPL(generated_ops, CUDA, m)" in text]
+    assert registering and all(re.fullmatch(rf"csrc/{op}_cuda\w*\.cpp", name) for name in registering), registering
+    assert len(registering) == 1, registering

@@ -84,3 +84,13 @@ inline std::tuple<at::Tensor, at::Tensor, at::Tensor> empty_gradients(
 }
 
 }  // namespace add_layernorm_op
+
+// The CUDA kernels' entry points: add_layernorm_cuda.cu defines them,
+// add_layernorm_cuda_binding.cpp registers them (CUDA builds only).
+std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> add_layernorm_cuda(
+    const at::Tensor& x, const at::Tensor& residual, const std::optional<at::Tensor>& weight,
+    const std::optional<at::Tensor>& bias, double eps);
+std::tuple<at::Tensor, at::Tensor, at::Tensor> add_layernorm_backward_cuda(
+    const at::Tensor& grad_output, const std::optional<at::Tensor>& grad_residual_out,
+    const at::Tensor& normalized, const std::optional<at::Tensor>& weight,
+    const std::optional<at::Tensor>& bias, const at::Tensor& mean, const at::Tensor& rstd);

@@ -89,3 +89,12 @@ inline std::tuple<at::Tensor, at::Tensor> empty_gradients(
 }
 
 }  // namespace add_rmsnorm_op
+
+// The CUDA kernels' entry points: add_rmsnorm_cuda.cu defines them, add_rmsnorm_cuda_binding.cpp
+// registers them (CUDA builds only).
+std::tuple<at::Tensor, at::Tensor, at::Tensor> add_rmsnorm_cuda(
+    const at::Tensor& x, const at::Tensor& residual, const std::optional<at::Tensor>& weight,
+    std::optional<double> eps);
+std::tuple<at::Tensor, at::Tensor> add_rmsnorm_backward_cuda(
+    const at::Tensor& grad_output, const std::optional<at::Tensor>& grad_residual_out,
+    const at::Tensor& normalized, const std::optional<at::Tensor>& weight, const at::Tensor& rstd);

@@ -102,3 +102,11 @@ inline at::Tensor empty_gradients(const at::Tensor& grad_values, const at::Tenso
 }
 
 }  // namespace bitonic_sort_op
+
+// The CUDA kernels' entry points: bitonic_sort_cuda.cu defines them, bitonic_sort_cuda_binding.cpp
+// registers them (CUDA builds only).
+std::tuple<at::Tensor, at::Tensor> bitonic_sort_cuda(const at::Tensor& x, int64_t dim,
+                                                     bool descending);
+at::Tensor bitonic_sort_backward_cuda(const at::Tensor& grad_values, const at::Tensor& x,
+                                      int64_t dim, bool descending, const at::Tensor& values,
+                                      const at::Tensor& indices);

@@ -6,7 +6,6 @@
 #include <ATen/core/Tensor.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
-#include <torch/library.h>
 
 #include <algorithm>
 #include <cstdint>
@@ -478,6 +477,9 @@ void sort_rows(const scalar_t* x, scalar_t* values, int64_t* indices, int64_t ro
   OPGEN_CHECK_LAUNCH();
 }
 
+}  // namespace
+
+// The entry points bitonic_sort.h declares; bitonic_sort_cuda_binding.cpp registers them.
 std::tuple<at::Tensor, at::Tensor> bitonic_sort_cuda(const at::Tensor& x, int64_t dim,
                                                      bool descending) {
   opgen::check_cuda(x, OPGEN_OP, "x");
@@ -545,11 +547,4 @@ at::Tensor bitonic_sort_backward_cuda(const at::Tensor& grad_values, const at::T
   }
   if (!last) grad_x.copy_(scattered.movedim(-1, axis));
   return grad_x;
-}
-
-}  // namespace
-
-TORCH_LIBRARY_IMPL(generated_ops, CUDA, m) {
-  m.impl("bitonic_sort", &bitonic_sort_cuda);
-  m.impl("bitonic_sort_backward", &bitonic_sort_backward_cuda);
 }

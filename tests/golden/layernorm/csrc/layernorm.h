@@ -79,3 +79,13 @@ inline std::tuple<at::Tensor, at::Tensor, at::Tensor> empty_gradients(
 }
 
 }  // namespace layernorm_op
+
+// The CUDA kernels' entry points: layernorm_cuda.cu defines them, layernorm_cuda_binding.cpp
+// registers them (CUDA builds only).
+std::tuple<at::Tensor, at::Tensor, at::Tensor> layernorm_cuda(
+    const at::Tensor& x, const std::optional<at::Tensor>& weight,
+    const std::optional<at::Tensor>& bias, double eps);
+std::tuple<at::Tensor, at::Tensor, at::Tensor> layernorm_backward_cuda(
+    const at::Tensor& grad_output, const at::Tensor& normalized,
+    const std::optional<at::Tensor>& weight, const std::optional<at::Tensor>& bias,
+    const at::Tensor& mean, const at::Tensor& rstd);

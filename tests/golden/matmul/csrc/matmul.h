@@ -72,3 +72,10 @@ inline std::tuple<at::Tensor, at::Tensor> empty_gradients(const at::Tensor& grad
 }
 
 }  // namespace matmul_op
+
+// The CUDA kernels' entry points: matmul_cuda.cu defines them, matmul_cuda_binding.cpp
+// registers them (CUDA builds only).
+at::Tensor matmul_cuda(const at::Tensor& a, const at::Tensor& b);
+std::tuple<at::Tensor, at::Tensor> matmul_backward_cuda(const at::Tensor& grad_output,
+                                                        const at::Tensor& a, const at::Tensor& b,
+                                                        const at::Tensor& output);

@@ -57,3 +57,15 @@ inline std::vector<at::Tensor> empty_gradients(const at::Tensor& grad_y, const a
 }
 
 }  // namespace mlp_seed_op
+
+// The CUDA kernels' entry points: mlp_seed_cuda.cu defines them, mlp_seed_cuda_binding.cpp
+// registers them (CUDA builds only).
+std::tuple<at::Tensor, at::Tensor> mlp_seed_cuda(const at::Tensor& x, const at::Tensor& w1,
+                                                 const at::Tensor& b1, const at::Tensor& w2,
+                                                 const at::Tensor& b2, const at::Tensor& w3,
+                                                 const at::Tensor& b3, bool keep_saved);
+std::vector<at::Tensor> mlp_seed_backward_cuda(const at::Tensor& grad_y, const at::Tensor& x,
+                                               const at::Tensor& w1, const at::Tensor& b1,
+                                               const at::Tensor& w2, const at::Tensor& b2,
+                                               const at::Tensor& w3, const at::Tensor& b3,
+                                               const at::Tensor& y, const at::Tensor& saved);

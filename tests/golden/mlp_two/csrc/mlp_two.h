@@ -47,3 +47,11 @@ inline std::vector<at::Tensor> empty_gradients(const at::Tensor& grad_y, const a
 }
 
 }  // namespace mlp_two_op
+
+// The CUDA kernels' entry points: mlp_two_cuda.cu defines them, mlp_two_cuda_binding.cpp
+// registers them (CUDA builds only).
+std::tuple<at::Tensor, at::Tensor> mlp_two_cuda(const at::Tensor& x, const at::Tensor& w1,
+                                                const at::Tensor& w2, bool keep_saved);
+std::vector<at::Tensor> mlp_two_backward_cuda(const at::Tensor& grad_y, const at::Tensor& x,
+                                              const at::Tensor& w1, const at::Tensor& w2,
+                                              const at::Tensor& y, const at::Tensor& saved);

@@ -33,3 +33,7 @@ inline at::Tensor empty_outputs(const at::Tensor& x, const at::Tensor& y) {
 }
 
 }  // namespace pair_nograd_op
+
+// The CUDA kernels' entry points: pair_nograd_cuda.cu defines them, pair_nograd_cuda_binding.cpp
+// registers them (CUDA builds only).
+at::Tensor pair_nograd_cuda(const at::Tensor& x, const at::Tensor& y);

@@ -6,7 +6,6 @@
 #include <ATen/core/Tensor.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
-#include <torch/library.h>
 
 #include <algorithm>
 #include <cstdint>
@@ -38,6 +37,9 @@ int64_t blocks_for(int64_t numel) {
                            8 * int64_t{opgen::multiprocessor_count()});
 }
 
+}  // namespace
+
+// The entry points pair_nograd.h declares; pair_nograd_cuda_binding.cpp registers them.
 at::Tensor pair_nograd_cuda(const at::Tensor& x, const at::Tensor& y) {
   opgen::check_cuda(x, OPGEN_OP, "x");
   pair_nograd_op::check_arguments(x, y);
@@ -56,10 +58,4 @@ at::Tensor pair_nograd_cuda(const at::Tensor& x, const at::Tensor& y) {
         });
   }
   return output;
-}
-
-}  // namespace
-
-TORCH_LIBRARY_IMPL(generated_ops, CUDA, m) {
-  m.impl("pair_nograd", &pair_nograd_cuda);
 }

@@ -85,3 +85,13 @@ inline std::tuple<at::Tensor, at::Tensor> empty_gradients(const at::Tensor& grad
 }
 
 }  // namespace rmsnorm_op
+
+// The CUDA kernels' entry points: rmsnorm_cuda.cu defines them, rmsnorm_cuda_binding.cpp
+// registers them (CUDA builds only).
+std::tuple<at::Tensor, at::Tensor> rmsnorm_cuda(const at::Tensor& x,
+                                                const std::optional<at::Tensor>& weight,
+                                                std::optional<double> eps);
+std::tuple<at::Tensor, at::Tensor> rmsnorm_backward_cuda(const at::Tensor& grad_output,
+                                                         const at::Tensor& normalized,
+                                                         const std::optional<at::Tensor>& weight,
+                                                         const at::Tensor& rstd);

@@ -42,3 +42,10 @@ inline at::Tensor empty_gradients(const at::Tensor& grad_probs, const at::Tensor
 }
 
 }  // namespace route_op
+
+// The CUDA kernels' entry points: route_cuda.cu defines them, route_cuda_binding.cpp
+// registers them (CUDA builds only).
+std::tuple<at::Tensor, at::Tensor> route_cuda(const at::Tensor& logits, c10::string_view mode);
+at::Tensor route_backward_cuda(const at::Tensor& grad_probs, const at::Tensor& logits,
+                               c10::string_view mode, const at::Tensor& probs,
+                               const at::Tensor& expert);

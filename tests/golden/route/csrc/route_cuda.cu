@@ -6,7 +6,6 @@
 #include <ATen/core/Tensor.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
-#include <torch/library.h>
 
 #include <algorithm>
 #include <cstdint>
@@ -52,6 +51,9 @@ int64_t blocks_for(int64_t numel) {
                            8 * int64_t{opgen::multiprocessor_count()});
 }
 
+}  // namespace
+
+// The entry points route.h declares; route_cuda_binding.cpp registers them.
 std::tuple<at::Tensor, at::Tensor> route_cuda(const at::Tensor& logits, c10::string_view mode) {
   opgen::check_cuda(logits, OPGEN_OP, "logits");
   route_op::check_arguments(logits, mode);
@@ -97,11 +99,4 @@ at::Tensor route_backward_cuda(const at::Tensor& grad_probs, const at::Tensor& l
         });
   }
   return grad_logits;
-}
-
-}  // namespace
-
-TORCH_LIBRARY_IMPL(generated_ops, CUDA, m) {
-  m.impl("route", &route_cuda);
-  m.impl("route_backward", &route_backward_cuda);
 }

@@ -55,3 +55,15 @@ inline std::tuple<at::Tensor, at::Tensor> empty_gradients(
 }
 
 }  // namespace topk_like_op
+
+// The CUDA kernels' entry points: topk_like_cuda.cu defines them, topk_like_cuda_binding.cpp
+// registers them (CUDA builds only).
+std::tuple<at::Tensor, at::Tensor> topk_like_cuda(const at::Tensor& x,
+                                                  const std::optional<at::Tensor>& weight,
+                                                  int64_t k, double eps, bool largest,
+                                                  at::IntArrayRef dims,
+                                                  std::optional<double> scale);
+std::tuple<at::Tensor, at::Tensor> topk_like_backward_cuda(
+    const at::Tensor& grad_values, const at::Tensor& x, const std::optional<at::Tensor>& weight,
+    int64_t k, double eps, bool largest, at::IntArrayRef dims, std::optional<double> scale,
+    const at::Tensor& values, const at::Tensor& indices);

@@ -7,7 +7,6 @@
 #include <ATen/core/Tensor.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
-#include <torch/library.h>
 
 #include <algorithm>
 #include <cstdint>
@@ -53,6 +52,9 @@ int64_t blocks_for(int64_t numel) {
                            8 * int64_t{opgen::multiprocessor_count()});
 }
 
+}  // namespace
+
+// The entry points topk_like.h declares; topk_like_cuda_binding.cpp registers them.
 std::tuple<at::Tensor, at::Tensor> topk_like_cuda(const at::Tensor& x,
                                                   const std::optional<at::Tensor>& weight,
                                                   int64_t k, double eps, bool largest,
@@ -106,11 +108,4 @@ std::tuple<at::Tensor, at::Tensor> topk_like_backward_cuda(
         });
   }
   return {grad_x, grad_weight};
-}
-
-}  // namespace
-
-TORCH_LIBRARY_IMPL(generated_ops, CUDA, m) {
-  m.impl("topk_like", &topk_like_cuda);
-  m.impl("topk_like_backward", &topk_like_backward_cuda);
 }
