@@ -73,6 +73,10 @@ NVCC_FLAGS = [
 # Each file still includes what it uses itself.
 TORCH_HEADERS = "opgen/torch_headers.h"
 PRECOMPILE_UNITS_PER_JOB = 5
+# A folder where builds of every workspace keep their precompiled headers, instead of each
+# workspace's build/pch/ (e.g. CI, or one machine's several workspaces). A build then takes a
+# precompiled form another workspace made, whatever its own size: it is free once made.
+PRECOMPILED_HEADERS_ENV = "OPGEN_PCH_CACHE"
 
 
 def precompiles_torch_headers(cxx_units: int, jobs: int) -> bool:
@@ -376,17 +380,35 @@ def op_build_folder(op: str, workspace: Path = WORKSPACE) -> Path:
     return workspace / "build" / "ops" / op
 
 
-def precompiled_header_folder(command: list[str], torch_version: str, workspace: Path = WORKSPACE) -> Path | None:
+def precompiled_header_folder(
+    command: list[str], torch_version: str, workspace: Path = WORKSPACE, environ: Mapping[str, str] | None = None
+) -> Path | None:
     """Where a build keeps TORCH_HEADERS precompiled by the compiler ``command`` (its flags): a
     folder per command, torch version and text of the header, since the compiler checks its flags
     against the precompiled form's but not whether the headers it read have changed since. None
-    where the workspace has no such header (deleted: the ops build without one)."""
+    where the workspace has no such header (deleted: the ops build without one).
+
+    The folder is below the workspace's build/pch/, or below $OPGEN_PCH_CACHE where that is set
+    (PRECOMPILED_HEADERS_ENV): there the workspace's own folder is left out of the key (its
+    include folder is among the flags; the header includes only torch's), so workspaces that
+    compile alike share one precompiled form."""
     path = workspace / "include" / TORCH_HEADERS
     if not path.is_file():
         return None
+    shared = (os.environ if environ is None else environ).get(PRECOMPILED_HEADERS_ENV)
+    if shared:
+        places = {str(workspace), str(workspace.resolve())}
+        command = [_without(part, places) for part in command]
     header = path.read_bytes()
     key = hashlib.sha256("\0".join([*command, torch_version]).encode() + b"\0" + header).hexdigest()[:16]
-    return workspace / "build" / "pch" / key
+    return Path(shared).expanduser() / key if shared else workspace / "build" / "pch" / key
+
+
+def _without(flag: str, places: set[str]) -> str:
+    """``flag`` with the workspace's folder (any of ``places``) written as <workspace>."""
+    for place in sorted(places, key=len, reverse=True):
+        flag = flag.replace(place, "<workspace>")
+    return flag
 
 
 def op_jit_folder(op: str, workspace: Path = WORKSPACE) -> Path:

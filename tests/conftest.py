@@ -33,15 +33,16 @@ import hashlib
 import os
 import shutil
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from functools import partial
 from pathlib import Path
 
 import pytest
 import shared_build
 from shared_build import SharedProject, made_once
+from workspace_commands import build_config_module
 
-from opgen.render import TEMPLATE_ENV, new_op
+from opgen.render import TEMPLATE_ENV, new_op, template_dir
 from opgen.rules import BuildRules
 from opgen.workspace import Workspace
 
@@ -66,6 +67,23 @@ def _share_the_cores() -> None:
 
 
 _share_the_cores()
+
+PRECOMPILED_HEADERS_ENV = build_config_module(template_dir() / "workspace").PRECOMPILED_HEADERS_ENV
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _one_folder_of_precompiled_headers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """Every build of the run keeps its precompiled torch headers in one folder, as
+    $OPGEN_PCH_CACHE lets a user's workspaces do: the many small workspaces the tests build take the
+    form the shared workspaces' builds made, instead of parsing the torch headers again (some 10 s
+    a C++ file on CI's cores). A folder the user set is kept."""
+    if os.environ.get(PRECOMPILED_HEADERS_ENV):
+        yield
+        return
+    base = tmp_path_factory.getbasetemp()
+    os.environ[PRECOMPILED_HEADERS_ENV] = str((base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "pch")
+    yield
+    os.environ.pop(PRECOMPILED_HEADERS_ENV, None)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

@@ -27,7 +27,7 @@ from opgen.build import (
     stale_ops,
 )
 from opgen.errors import BuildFailed, InvalidArch
-from opgen.render import new_op
+from opgen.render import new_op, template_dir
 from opgen.rules import BuildRules, opgen_rules, workspace_rules
 from opgen.workspace import Workspace
 
@@ -394,8 +394,11 @@ def test_torch_headers_are_precompiled_for_builds_with_enough_cpp_files_a_job(re
     assert not rules.precompiles_torch_headers(2, 1) and not rules.precompiles_torch_headers(0, 0)
 
 
-def test_the_precompiled_header_has_a_folder_per_command_torch_and_header_text(relu_workspace: Workspace) -> None:
+def test_the_precompiled_header_has_a_folder_per_command_torch_and_header_text(
+    relu_workspace: Workspace, monkeypatch: pytest.MonkeyPatch
+) -> None:
     rules = build_config_module(relu_workspace.path)
+    monkeypatch.delenv(rules.PRECOMPILED_HEADERS_ENV, raising=False)  # the suite shares one (conftest.py)
     command = ["c++", "-O3", "-std=c++20"]
     folder = rules.precompiled_header_folder(command, "2.11.0 abc", relu_workspace.path)
     assert folder.parent == relu_workspace.path / "build" / "pch"
@@ -462,3 +465,21 @@ def test_build_setup_resolves_the_settings_build_list_and_dev_share(
     (workspace.path / "_build_config.py").write_text(edited.replace("INTERFACE = 2", "INTERFACE = 1"))
     older = build.build_setup(workspace, ["relu"], jobs=1)
     assert older.config is None and older.problem == "no loadable _build_config.py of interface 2"
+
+
+def test_workspaces_share_precompiled_headers_in_the_folder_the_environment_names(tmp_path: Path) -> None:
+    rules = build_config_module(template_dir() / "workspace")
+    shared = {rules.PRECOMPILED_HEADERS_ENV: str(tmp_path / "pch")}
+    folders = []
+    for name in ("a", "b"):
+        workspace = tmp_path / name / "generated_ops"
+        (workspace / "include" / "opgen").mkdir(parents=True)
+        (workspace / "include" / rules.TORCH_HEADERS).write_text("#include <torch/library.h>\n")
+        # The workspace's own include folder is among a build's flags; the key leaves it out.
+        command = ["c++", "-O3", f"-I{workspace}/include", "-I/torch/include"]
+        folders.append(rules.precompiled_header_folder(command, "2.11.0 abc", workspace, shared))
+        assert rules.precompiled_header_folder(command, "2.11.0 abc", workspace, {}).parent == workspace / "build" / "pch"
+    assert folders[0] == folders[1] and folders[0].parent == tmp_path / "pch"
+    # Any other flag still makes a folder of its own.
+    other = ["c++", "-O2", f"-I{tmp_path / 'a' / 'generated_ops'}/include", "-I/torch/include"]
+    assert rules.precompiled_header_folder(other, "2.11.0 abc", tmp_path / "a" / "generated_ops", shared) != folders[0]
