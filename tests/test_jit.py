@@ -168,8 +168,9 @@ def test_jit_build_is_reused_rebuilt_on_change_and_never_loaded_twice(relu_works
     # A source that does not compile: exit 1 with the first error, and no stamp left behind to
     # claim the last good build's library is current.
     assert list(ws.path.glob("build/jit/relu/*/" + jit.STAMP_FILE)) == [library.parent / jit.STAMP_FILE]
+    # (A missing header, so the compiler stops there instead of reading torch's headers first.)
     source = ws.path / "relu" / "csrc" / "relu_cpu.cpp"
-    source.write_text(source.read_text() + "\nthis is not C++;\n")
+    source.write_text('#include "relu_helpers_not_written_yet.h"\n' + source.read_text())
     result = runner.invoke(app, ["dev", "relu", "--cpu-only", "-j", "2", "--workspace", str(ws.path)])
     assert result.exit_code == 1
     first_line = result.stderr.splitlines()[0]
