@@ -91,8 +91,10 @@ if has_mode mlpquick && [ -n "${MLPQUICK_VARIANTS:-}" ]; then
   done
 fi
 # NORMTIMES_VARIANTS (normtimes): norm.cuh with some of its constants changed, a variant a word,
-# its assignments separated by commas (e.g. "kSliceBatch=4 kLongRowThreads=256,kSliceBatch=4");
-# each is built beside the main build in a copy of the workspace and timed before it.
+# its assignments separated by commas (e.g. "kSliceBatch=4 kLongRowThreads=256,kSliceBatch=4"),
+# or a word naming a diff (relative to the repo, of generated_ops/include/..., ending in .diff)
+# applied to the copy; each is built beside the main build in a copy of the workspace and timed
+# before it.
 # NORMTIMES_OPS: the ops timed (and built in the variants' copies); default: all named.
 read -r -a norm_variants <<< "${NORMTIMES_VARIANTS:-}"
 read -r -a norm_timed <<< "${NORMTIMES_OPS:-${ops[*]}}"
@@ -101,7 +103,11 @@ for i in "${!norm_variants[@]}"; do
   vwork="$work-norm-variant-$i"; rm -rf "$vwork"; mkdir -p "$vwork"
   cp -r generated_ops "$vwork/" || exit 1
   header="$vwork/generated_ops/include/opgen/norm.cuh"
+  if [[ ${norm_variants[$i]} == *.diff ]]; then
+    ( cd "$vwork" && git apply "$repo/${norm_variants[$i]}" ) || { echo "${norm_variants[$i]} does not apply"; exit 2; }
+  fi
   for assignment in ${norm_variants[$i]//,/ }; do
+    [[ $assignment == *.diff ]] && continue
     name=${assignment%%=*}
     grep -qE "^constexpr [a-z]+ $name = " "$header" || { echo "norm.cuh has no constant $name"; exit 2; }
     sed -i -E "s/^constexpr ([a-z]+) $name = .*;/constexpr \1 $name = ${assignment#*=};/" "$header"

@@ -242,9 +242,19 @@ __global__ void __launch_bounds__(warp_rows_block_threads(kThreadsPerRow), kMinB
 constexpr int kMaxClusterBlocks = 16;
 static_assert(kMaxClusterBlocks <= kWarpSize, "cluster_allreduce reads one block per lane");
 
+// Whether Fn's Combine leaves a State merged with itself unchanged (Fn::kIdempotent): then the
+// lanes past a cluster's blocks read the blocks again instead of Fn::identity().
+template <typename Fn, typename = void>
+struct Idempotent : std::false_type {};
+template <typename Fn>
+struct Idempotent<Fn, std::void_t<decltype(Fn::kIdempotent)>>
+    : std::bool_constant<Fn::kIdempotent> {};
+
 // Combines the States of a cluster's blocks. Each block publishes its own in shared memory and
 // every warp reads them all through distributed shared memory, so no extra block barrier. The
-// order is the same everywhere, so every block of the cluster gets the same bits.
+// order is the same everywhere, so every block of the cluster gets the same bits. An idempotent
+// Combine (Idempotent) merges copies where the lanes outnumber the blocks: for clusters of a
+// power of two blocks the butterfly then merges only blocks, each with a distinct one or itself.
 // It returns having arrived on the cluster barrier, and the caller must wait_for_cluster_readers()
 // before it publishes again (next row) or exits, while others may still read its State; the
 // row's stores go in between, so they overlap the wait.
@@ -257,8 +267,12 @@ __device__ __forceinline__ State cluster_allreduce(State state, State* published
   if (threadIdx.x == 0) *published = state;
   cluster.sync();
   const int lane = threadIdx.x % kWarpSize;
-  const State part =
-      lane < cluster_blocks ? *cluster.map_shared_rank(published, lane) : Fn::identity();
+  State part;
+  if constexpr (Idempotent<Fn>::value) {
+    part = *cluster.map_shared_rank(published, lane % cluster_blocks);
+  } else {
+    part = lane < cluster_blocks ? *cluster.map_shared_rank(published, lane) : Fn::identity();
+  }
   state = warp_allreduce_with(part, typename Fn::Combine());
   // Relaxed: this arrive only says the States were read, and they were (their values are in
   // hand). The default release arrive is a GPU-wide memory barrier first, which cost 1 point of
