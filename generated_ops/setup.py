@@ -137,10 +137,16 @@ class PrecompiledTorchHeaders:
     TORCH_HEADERS in _build_config.py): made at the first C++ compile when ``make``, and handed
     with -include to every C++ file compiled while it exists."""
 
-    def __init__(self, compiler, make: bool) -> None:
-        from torch.utils.cpp_extension import check_compiler_is_gcc, get_cxx_compiler
+    def __init__(self, compiler, make: bool, with_cuda: bool) -> None:
+        from torch.utils.cpp_extension import check_compiler_is_gcc, get_cxx_compiler, include_paths
 
         self.compiler, self.make = compiler, make
+        # The CUDA toolkit's include folders, which a CUDA build's C++ files get and a CPU-only
+        # build's do not: left out of the command that makes (and names) the precompiled form, so
+        # both builds share one. The torch headers it holds include nothing from there, and GCC
+        # checks a precompiled header's macros and code options, not its include folders.
+        cuda_folders = set(include_paths("cuda")) - set(include_paths("cpu")) if with_cuda else set()
+        self.cuda_only = {f"-I{folder}" for folder in cuda_folders}
         self.cxx = get_cxx_compiler()  # the compiler torch's ninja file runs
         self.gcc = os.name == "posix" and check_compiler_is_gcc(self.cxx)
         self.folders: dict[tuple[str, ...], Path | None] = {}  # a command's header folder, once a build
@@ -194,7 +200,8 @@ class PrecompiledTorchHeaders:
             if torch_standard is None:
                 return None
             standard = [torch_standard]
-        return [self.cxx, *self.compiler.compiler_so[1:], *flags, *cxx_flags, *standard]
+        command = [self.cxx, *self.compiler.compiler_so[1:], *flags, *cxx_flags, *standard]
+        return [flag for flag in command if flag not in self.cuda_only]
 
     def precompile(self, command: list[str], header: Path) -> bool:
         """Precompile the header into ``header``.gch with ``command``; False (and no retry) on failure.
@@ -235,7 +242,7 @@ def isolating_build_extension(settings) -> type:
             units = sum(not source.endswith(".cu") for ext in stale for source in ext.sources)
             jobs = int(os.environ.get("MAX_JOBS") or os.cpu_count() or 1)  # as torch's ninja runs
             self.torch_headers = PrecompiledTorchHeaders(
-                self.compiler, build_config.precompiles_torch_headers(units, jobs)
+                self.compiler, build_config.precompiles_torch_headers(units, jobs), settings.with_cuda
             )
             super().build_extensions()
 

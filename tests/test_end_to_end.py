@@ -72,6 +72,7 @@ def test_the_shared_cpu_build_read_the_torch_headers_precompiled(
     assert jobs is not None, build["stdout"]
     units = sum(path.suffix == ".cpp" for name in names for path in rules.op_sources(name, False, workspace))
     precompiled = rules.precompiles_torch_headers(units, int(jobs.group(1)))
+    headers: set[str] = set()
     for name in names:
         folder = workspace / "build" / "ops" / name
         included = re.search(r"-include (\S+/torch_headers\.h) ", (folder / "build.ninja").read_text())
@@ -82,6 +83,20 @@ def test_the_shared_cpu_build_read_the_torch_headers_precompiled(
         listed = subprocess.run(["ninja", "-t", "deps"], cwd=folder, capture_output=True, text=True, check=True)
         binding = cpp_objects_read(listed.stdout)[f"{name}.o"]
         assert any(header.endswith("torch/library.h") for header in binding) == (included is None), name
+        headers.add(included.group(1) if included else "")
+    # The CUDA build (before it, the same flags but the toolkit's include folders) took the same
+    # precompiled form where it made one: setup.py leaves those folders out of the command that
+    # makes and names it, so the two builds share one.
+    (cuda_build,) = [build for build in project.builds if "--cpu-only" not in build["command"]]  # type: ignore[operator]
+    cuda_jobs = re.search(r"(\d+) parallel jobs", str(cuda_build["stdout"]))
+    cuda_names = [op.name for op in shared_build.joined("one") if op.cuda]
+    if cuda_compilable() and cuda_jobs is not None:
+        cuda_units = sum(path.suffix == ".cpp" for name in cuda_names for path in rules.op_sources(name, True, workspace))
+        if rules.precompiles_torch_headers(cuda_units, int(cuda_jobs.group(1))):
+            for name in cuda_names:
+                text = (workspace / "build" / "ops" / name / "build.ninja").read_text()
+                included = re.search(r"-include (\S+/torch_headers\.h) ", text)
+                assert included is not None and {included.group(1)} == headers, (name, headers)
 
 
 def cpp_objects_read(deps: str) -> dict[str, list[str]]:
