@@ -398,13 +398,13 @@ def precompiled_header_folder(
     shared = (os.environ if environ is None else environ).get(PRECOMPILED_HEADERS_ENV)
     if shared:
         places = {str(workspace), str(workspace.resolve())}
-        command = [_without(part, places) for part in command]
+        command = [_workspace_as_placeholder(part, places) for part in command]
     header = path.read_bytes()
     key = hashlib.sha256("\0".join([*command, torch_version]).encode() + b"\0" + header).hexdigest()[:16]
     return Path(shared).expanduser() / key if shared else workspace / "build" / "pch" / key
 
 
-def _without(flag: str, places: set[str]) -> str:
+def _workspace_as_placeholder(flag: str, places: set[str]) -> str:
     """``flag`` with the workspace's folder (any of ``places``) written as <workspace>."""
     for place in sorted(places, key=len, reverse=True):
         flag = flag.replace(place, "<workspace>")

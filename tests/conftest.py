@@ -39,7 +39,7 @@ from pathlib import Path
 
 import pytest
 import shared_build
-from shared_build import SharedProject, made_once
+from shared_build import SharedProject, made_once, run_folder
 from workspace_commands import build_config_module
 
 from opgen.render import TEMPLATE_ENV, new_op, template_dir
@@ -80,8 +80,7 @@ def _one_folder_of_precompiled_headers(tmp_path_factory: pytest.TempPathFactory)
     if os.environ.get(PRECOMPILED_HEADERS_ENV):
         yield
         return
-    base = tmp_path_factory.getbasetemp()
-    os.environ[PRECOMPILED_HEADERS_ENV] = str((base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "pch")
+    os.environ[PRECOMPILED_HEADERS_ENV] = str(run_folder(tmp_path_factory) / "pch")
     yield
     os.environ.pop(PRECOMPILED_HEADERS_ENV, None)
 

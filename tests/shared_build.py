@@ -99,6 +99,12 @@ def key(workspace: str) -> str:
     return f"shared-build-{workspace}-" + hashlib.sha256(text.encode()).hexdigest()[:12]
 
 
+def run_folder(factory: pytest.TempPathFactory) -> Path:
+    """The test run's base temporary folder, the same for every pytest-xdist process of the run."""
+    base = factory.getbasetemp()
+    return base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+
+
 def made_once(factory: pytest.TempPathFactory, name: str, make: Callable[[Path], None]) -> Path:
     """``make(folder)`` once per test run, whichever test process asks first; the folder.
 
@@ -106,8 +112,7 @@ def made_once(factory: pytest.TempPathFactory, name: str, make: Callable[[Path],
     folder); a file lock keeps the others waiting while one makes it. ``make`` must create the
     folder; if it raises, what it left is removed and the next caller tries again.
     """
-    base = factory.getbasetemp()
-    shared = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "made-once"
+    shared = run_folder(factory) / "made-once"
     shared.mkdir(exist_ok=True)
     folder, done = shared / name, shared / f"{name}.done"
     with FileLock(shared / f"{name}.lock"):
