@@ -167,8 +167,10 @@ class PrecompiledTorchHeaders:
         if folder is None:
             return compile_kwargs
         header = folder / Path(build_config.TORCH_HEADERS).name
-        if not Path(f"{header}.gch").is_file() and not (self.make and self.precompile(command, header)):
-            return compile_kwargs
+        if not Path(f"{header}.gch").is_file():
+            made = self.precompile(command, header) if self.make else self.made_meanwhile(header)
+            if not made:
+                return compile_kwargs
         # -Wno-sign-compare: GCC 12 loses the pragmas with which torch's headers silence it in
         # their templates when those come from a precompiled header (TypeSafeSignMath.h).
         flags = ["-include", str(header), "-Winvalid-pch", "-Wno-sign-compare"]
@@ -203,11 +205,35 @@ class PrecompiledTorchHeaders:
         command = [self.cxx, *self.compiler.compiler_so[1:], *flags, *cxx_flags, *standard]
         return [flag for flag in command if flag not in self.cuda_only]
 
+    @staticmethod
+    def made_meanwhile(header: Path) -> bool:
+        """Whether ``header``.gch exists once any build making it now (another workspace's, in a
+        shared folder: PRECOMPILED_HEADERS_ENV) is done: waiting costs no more than parsing the
+        headers here would."""
+        import fcntl  # POSIX only, as GCC's precompiled headers here are
+
+        lock = header.with_name(f"{header.name}.lock")
+        if not lock.is_file():
+            return False
+        with open(lock, "a") as held:
+            fcntl.flock(held, fcntl.LOCK_EX)  # until the builder's lock is released (it exits or is done)
+        return Path(f"{header}.gch").is_file()
+
     def precompile(self, command: list[str], header: Path) -> bool:
         """Precompile the header into ``header``.gch with ``command``; False (and no retry) on failure.
-        Both files are written under other names and renamed, for builds running side by side."""
+        One build makes it at a time (a lock beside it; another finds it made when the lock is
+        free); both files are written under other names and renamed."""
+        import fcntl
+
         self.make = False
         header.parent.mkdir(parents=True, exist_ok=True)
+        with open(header.with_name(f"{header.name}.lock"), "a") as held:
+            fcntl.flock(held, fcntl.LOCK_EX)
+            return Path(f"{header}.gch").is_file() or self.make_precompiled(command, header)
+
+    @staticmethod
+    def make_precompiled(command: list[str], header: Path) -> bool:
+        """Write the header and compile it into ``header``.gch with ``command``."""
         partial = header.with_name(f"{header.name}.{os.getpid()}")
         partial.write_bytes((WORKSPACE / "include" / build_config.TORCH_HEADERS).read_bytes())
         os.replace(partial, header)
