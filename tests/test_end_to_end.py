@@ -73,12 +73,12 @@ def test_the_shared_cpu_build_read_the_torch_headers_precompiled(
     units = sum(path.suffix == ".cpp" for name in names for path in rules.op_sources(name, False, workspace))
     precompiled = rules.precompiles_torch_headers(units, int(jobs.group(1)))
     headers: set[str] = set()
+    shared = Path(os.environ[rules.PRECOMPILED_HEADERS_ENV])  # every build of the run keeps it there
     for name in names:
         folder = workspace / "build" / "ops" / name
         included = re.search(r"-include (\S+/torch_headers\.h) ", (folder / "build.ninja").read_text())
         assert included is not None or not precompiled, name
         assert included is None or Path(f"{included.group(1)}.gch").is_file(), name
-        shared = Path(os.environ[rules.PRECOMPILED_HEADERS_ENV])  # every build of the run keeps it there
         assert included is None or Path(included.group(1)).is_relative_to(shared), name
         listed = subprocess.run(["ninja", "-t", "deps"], cwd=folder, capture_output=True, text=True, check=True)
         binding = cpp_objects_read(listed.stdout)[f"{name}.o"]

@@ -242,13 +242,13 @@ __global__ void __launch_bounds__(warp_rows_block_threads(kThreadsPerRow), kMinB
 constexpr int kMaxClusterBlocks = 16;
 static_assert(kMaxClusterBlocks <= kWarpSize, "cluster_allreduce reads one block per lane");
 
-// Whether Fn's Combine leaves a State merged with itself unchanged (Fn::kIdempotent): then the
-// lanes past a cluster's blocks read the blocks again instead of Fn::identity().
+// Whether Fn's Combine leaves a State merged with itself unchanged (Combine::kIdempotent): then
+// the lanes past a cluster's blocks read the blocks again instead of Fn::identity().
 template <typename Fn, typename = void>
 struct Idempotent : std::false_type {};
 template <typename Fn>
-struct Idempotent<Fn, std::void_t<decltype(Fn::kIdempotent)>>
-    : std::bool_constant<Fn::kIdempotent> {};
+struct Idempotent<Fn, std::void_t<decltype(Fn::Combine::kIdempotent)>>
+    : std::bool_constant<Fn::Combine::kIdempotent> {};
 
 // Combines the States of a cluster's blocks. Each block publishes its own in shared memory and
 // every warp reads them all through distributed shared memory, so no extra block barrier. The

@@ -77,13 +77,13 @@ struct MergeMoments {
 
 // The Moments of pieces of equal size, as their mean and variance (m2 / count): two of them
 // merge with no count and no division, (a.mean + b.mean) / 2 and (a.variance + b.variance) / 2
-// + ((b.mean - a.mean) / 2)^2, which is MergeMoments for equal counts. A block whose threads
-// all hold whole packs of the row reduces this way: its butterflies only ever merge halves. Bit
-// for bit symmetric, so every lane gets the same bits. The Moments merge was most of what
-// LayerNorm's forward over clusters lost to RMSNorm's one sum, in the cluster stage above all,
-// whose lanes past the blocks merged an empty state (a division each); with EqualMoments there
-// too, on an H200 (docs/benchmarks/layernorm, 2026-11-29d; % of copy): float32 rows of 32768
-// 78.9 -> 86.7, 262144 53.9 -> 61.0; bfloat16 rows of 131072 72.4 -> 78.7 (RMSNorm's 89, 69, 84).
+// + ((b.mean - a.mean) / 2)^2, which is MergeMoments for equal counts. A row whose threads all
+// hold whole packs, in every block of its cluster, reduces this way: its butterflies only ever
+// merge halves. Bit for bit symmetric, so every lane gets the same bits. The Moments merge was
+// most of what LayerNorm's forward over clusters lost to RMSNorm's one sum, in the cluster stage
+// above all, whose lanes past the blocks merged an empty state (a division each); on an H200
+// (docs/benchmarks/layernorm, 2026-11-29d; % of copy): float32 rows of 32768 78.9 -> 86.7,
+// 262144 53.9 -> 61.0; bfloat16 rows of 131072 72.4 -> 78.7 (RMSNorm's 89, 69, 84).
 template <typename M>
 struct EqualMoments {
   M mean;
@@ -91,6 +91,9 @@ struct EqualMoments {
 };
 
 struct MergeEqualMoments {
+  // No identity (a piece of no values is no half), but a piece merged with itself is itself:
+  // cluster_allreduce (row_engine.cuh) fills the lanes past a cluster's blocks with the blocks.
+  static constexpr bool kIdempotent = true;
   template <typename M>
   __device__ __forceinline__ EqualMoments<M> operator()(const EqualMoments<M>& a,
                                                         const EqualMoments<M>& b) const {
@@ -100,8 +103,8 @@ struct MergeEqualMoments {
   }
 };
 
-// Whether blocks whose threads all hold whole packs merge their Moments as EqualMoments, and
-// clusters of such blocks too (false: MergeMoments throughout, as before 2026-11-29d).
+// Whether rows whose threads all hold whole packs (in every block of the cluster) merge their
+// Moments as EqualMoments (false: MergeMoments throughout, as before 2026-11-29d).
 constexpr bool kEqualCountMoments = true;
 
 // A reduction as cluster_allreduce (row_engine.cuh) takes it: a State, its Combine and identity.
@@ -111,13 +114,8 @@ struct Reduction {
   static constexpr int kInputs = 1;
   __device__ static State identity() { return State{}; }
 };
-
-// EqualMoments over a cluster of equal blocks. They have no identity (a piece of no values is no
-// half), but a piece merged with itself is itself: cluster_allreduce reads the blocks again.
-template <typename M>
-struct EqualMomentsReduction : Reduction<EqualMoments<M>, MergeEqualMoments> {
-  static constexpr bool kIdempotent = true;
-};
+static_assert(row_engine::Idempotent<Reduction<EqualMoments<float>, MergeEqualMoments>>::value,
+              "cluster_allreduce must not merge EqualMoments with an identity");
 
 // The backward's two row sums: sum(g) and sum(g * xhat), g = dy * weight.
 template <typename M>
@@ -413,34 +411,24 @@ __device__ __forceinline__ RowStatistics<M> row_statistics(const Raw<T, kPack> (
                            : valid > 0 ? total / M(valid)
                                        : M(0);
       const M m2 = squared_deviations(local_mean);
-      Moments<M> state;
-      // Groups of a power of two threads (of warps) reduce by butterflies that merge halves.
-      constexpr bool kHalves = (kThreadsPerRow & (kThreadsPerRow - 1)) == 0;
+      // Every thread of the row holds kColsPerThread values, in groups of a power of two threads
+      // (and clusters, whose sizes are): every merge of the butterflies is of equal halves.
       constexpr int64_t kCapacity = int64_t{kThreadsPerRow} * kColsPerThread;
-      if (kEqualCountMoments && kHalves && slice_length == kCapacity) {
-        // Every thread of the row's group holds kColsPerThread values: each merge is of equal
-        // counts (above). The scratch slots of Moments hold EqualMoments (fewer bytes) as well.
-        EqualMoments<M> group = group_allreduce_with<kThreadsPerRow>(
+      constexpr bool kHalves = (kThreadsPerRow & (kThreadsPerRow - 1)) == 0;
+      // Not for the one-value packs of unaligned rows: there it spilled (float32, 512 threads of
+      // 32 values: 28 bytes a thread, none with Moments alone).
+      constexpr bool kEqualHalves = kEqualCountMoments && kHalves && kPack > 1;
+      if (kEqualHalves && cols == cluster_blocks * kCapacity) {
+        // The scratch and published slots of Moments hold EqualMoments (fewer bytes) as well.
+        const EqualMoments<M> row = row_allreduce<kThreadsPerRow>(
             EqualMoments<M>{local_mean, m2 * (M(1) / M(kColsPerThread))}, MergeEqualMoments(),
-            EqualMoments<M>{}, reinterpret_cast<EqualMoments<M>*>(scratch));
-        // Every block of the cluster full (the same for all of them, so they publish alike):
-        // the blocks merge as equal halves too. (Cluster sizes are powers of two.)
-        if (cluster_blocks == 1 || cols == cluster_blocks * kCapacity) {
-          if (cluster_blocks > 1) {
-            group = row_engine::cluster_allreduce<EqualMomentsReduction<M>>(
-                group, reinterpret_cast<EqualMoments<M>*>(published), cluster_blocks);
-          }
-          return {group.mean, group.variance};
-        }
-        state = {M(slice_length), group.mean, group.variance * M(slice_length)};
-      } else {
-        state = group_allreduce_with<kThreadsPerRow>(Moments<M>{M(valid), local_mean, m2},
-                                                     MergeMoments(), Moments<M>{}, scratch);
+            reinterpret_cast<EqualMoments<M>*>(scratch),
+            reinterpret_cast<EqualMoments<M>*>(published), cluster_blocks);
+        return {row.mean, row.variance};
       }
-      if (cluster_blocks > 1) {
-        state = row_engine::cluster_allreduce<Reduction<Moments<M>, MergeMoments>>(state, published,
-                                                                                   cluster_blocks);
-      }
+      Moments<M> state{M(valid), local_mean, m2};
+      state =
+          row_allreduce<kThreadsPerRow>(state, MergeMoments(), scratch, published, cluster_blocks);
       return {state.mean, state.m2 / M(cols)};
     }
   }
