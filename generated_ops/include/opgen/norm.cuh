@@ -19,9 +19,10 @@
 // gradient accumulators); longer rows up to 16 times that are split over a cluster of blocks on
 // sm_90 (one DRAM read; a residual's clusters hold as much of each input as a plain row's, see
 // kClusterResidualPacks; where 16 blocks would be needed, 8 blocks of 1024 threads, see
-// kWideClusterThreads); anything longer reads the row twice, a block per row. Values are held in
-// registers as loaded (Raw packs) and widened where used, so a thread keeps 128 bytes of loads in
-// flight forward; the backward's blocks loop over rows and load each next row ahead.
+// kWideClusterThreads and kWideBackwardClusterThreads); anything longer reads the row twice, a
+// block per row (backward: a cluster per row, each block a slice of its columns). Values are held
+// in registers as loaded (Raw packs) and widened where used, so a thread keeps 128 bytes of loads
+// in flight forward; the backward's blocks loop over rows and load each next row ahead.
 #pragma once
 
 #include <ATen/OpMathType.h>
@@ -572,6 +573,17 @@ __global__ void __launch_bounds__(block_threads_for<kThreadsPerRow>(),
 // of 512 an SM).
 constexpr int kBackwardThreadsPerSm = 768;
 
+// Rows that clusters of 16 backward blocks of 512 threads would take (float32 rows of 65536,
+// bfloat16 131072) go to clusters of 8 blocks of this many threads (0: off), one an SM at the same
+// 64 registers a thread, as the forward's kWideClusterThreads. The backward kernel on an H200
+// (docs/benchmarks/layernorm, 2026-11-29e: a training step, 512 MiB inputs), us, 512 -> 1024:
+// LayerNorm float32 rows of 65536 818 -> 584, bfloat16 131072 950 -> 756; RMSNorm 560 -> 478
+// and 632 -> 570; the residual forms 658-1023 -> 627-811. Two wider uses went both ways, not
+// kept: clusters of 16 such blocks in place of the slices kernel (float32 rows of 131072:
+// LayerNorm 745 -> 941 us, RMSNorm 823 -> 671; bfloat16 262144: within 1%, 716 -> 807), and
+// wide clusters from 4 blocks (float32 rows of 32768: LayerNorm 519 -> 482 us, RMSNorm 416 -> 444).
+constexpr int kWideBackwardClusterThreads = 1024;
+
 // The backward's per-column sums (dy * xhat, and dy when it centers) of a thread's columns over
 // its rows live in dynamic shared memory, not registers: kSums arrays of kBlockThreads *
 // kColsPerThread values, each thread owning its slots, so no barrier guards them until the block
@@ -585,12 +597,13 @@ constexpr int kSumVec = sizeof(M) == 4 && kPack % 4 == 0 ? 4 : 1;
 template <bool kCentered>
 constexpr int kSumArrays = kCentered ? 2 : 1;
 
-// Blocks of 512 threads (64 registers a thread) keep the weight of a thread's columns in shared
-// memory too, each thread its own slots: in registers it left too few for one st.global.v4 a dx
-// pack, and the dx packs went out as four 4-byte stores each, which made the cluster backward
-// (bfloat16 rows of 32768 on an H200) bound by L2 at 80% of its throughput and 34% of DRAM's.
+// Blocks of 512 threads or more (64 registers a thread) keep the weight of a thread's columns in
+// shared memory too, each thread its own slots: in registers it left too few for one
+// st.global.v4 a dx pack, and the dx packs went out as four 4-byte stores each, which made the
+// cluster backward (bfloat16 rows of 32768 on an H200) bound by L2 at 80% of its throughput and
+// 34% of DRAM's.
 template <int kBlockThreads>
-constexpr bool kSharedWeight = kBlockThreads == kMaxRowThreads;
+constexpr bool kSharedWeight = kBlockThreads >= kMaxRowThreads;
 
 template <typename M, typename W, bool kCentered, int kBlockThreads, int kColsPerThread>
 constexpr size_t backward_smem_bytes() {
@@ -675,21 +688,21 @@ __global__ void __launch_bounds__(
   using State = GradSums<M>;
   using Row = BackwardRow<T, M, kResidual, kPack, kPacks>;
   // Each row's loads are issued before the previous row is reduced, except with a residual in
-  // blocks of 512 threads (64 registers a thread, two rows of x, dy and the sum's gradient): there
-  // the row loaded ahead spilled 44 bytes a thread (bfloat16 add_rmsnorm), and loading each row
-  // where it starts spills none and measured faster on an H200 (2026-11-25, a training step's
-  // backward kernel: bfloat16 rows of 8192 620 -> 562 us, 32768 655 -> 628 us; float32 rows of
-  // 4096 and 32768 within 1%). Without a residual the same change measured 3% slower at rows of
-  // 32768 and 3% faster at 65536-131072: those keep loading ahead.
-  constexpr bool kLoadAhead = !(kResidual && kBlockThreads == kMaxRowThreads);
-  // Blocks of 512 threads (64 registers a thread) add a pack's column sums before its dx, a
+  // blocks of 512 threads or more (64 registers a thread, two rows of x, dy and the sum's
+  // gradient): there the row loaded ahead spilled 44 bytes a thread (bfloat16 add_rmsnorm), and
+  // loading each row where it starts spills none and measured faster on an H200 (2026-11-25, a
+  // training step's backward kernel: bfloat16 rows of 8192 620 -> 562 us, 32768 655 -> 628 us;
+  // float32 rows of 4096 and 32768 within 1%). Without a residual the same change measured 3%
+  // slower at rows of 32768 and 3% faster at 65536-131072: those keep loading ahead.
+  constexpr bool kLoadAhead = !(kResidual && kBlockThreads >= kMaxRowThreads);
+  // Blocks of 512 threads or more (64 registers a thread) add a pack's column sums before its dx, a
   // vector of slots at a time (xhat computed again there), rather than from the dx loop's values,
   // which kept 16 more floats live a pack: bfloat16 LayerNorm spilled 28 bytes a thread that way
   // and none this way (nvcc 13.0, sm_90a). Its backward kernel on an H200 (2026-11-25c, a
   // training step, 512 MiB inputs): rows of 8192 446 -> 425 us, 32768 573 -> 550, 65536 642 ->
   // 602, 131072 989 -> 951; float32 (no spills either way) within 0.6%. Smaller blocks (up to 80
   // registers, no spills, near the issue limit at short rows) keep the dx loop's values.
-  constexpr bool kSumsFirst = kBlockThreads == kMaxRowThreads;
+  constexpr bool kSumsFirst = kBlockThreads >= kMaxRowThreads;
   __shared__ State scratch[kBlockThreads / kWarpSize];
   __shared__ State published;
   const int lane = threadIdx.x % kThreadsPerRow;
@@ -1518,25 +1531,42 @@ int64_t launch_backward_with(BackwardArgs<T, W> a, cudaStream_t stream,
     return partials;
   }
   if constexpr (kPack > 1) {
+    // Up to 16 blocks' registers in a cluster on sm_90: the row is read from DRAM once. Returns
+    // the partial rows written, 0 where no cluster of kBlockThreads-thread blocks holds the row.
     constexpr int kColsPerThread = kColsPerThreadMax<true, kPack, 1>;
-    constexpr auto kernel =
-        backward_rows_kernel<T, W, kCentered, kResidual, kPack, kColsPerThread, kMaxRowThreads>;
-    constexpr size_t kSmem = backward_smem_bytes<M, W, kCentered, kMaxRowThreads, kColsPerThread>();
-    allow_smem<kernel>();
-    const int cluster =
-        cluster_for<kernel>(a.cols, kRegisterCols<T, true, kPack, 1>, kMaxRowThreads, kSmem);
-    if (cluster > 0) {
+    const auto launch_cluster = [&](auto block_threads) -> int64_t {
+      constexpr int kBlockThreads = decltype(block_threads)::value;
+      constexpr auto kernel =
+          backward_rows_kernel<T, W, kCentered, kResidual, kPack, kColsPerThread, kBlockThreads>;
+      constexpr size_t kSmem =
+          backward_smem_bytes<M, W, kCentered, kBlockThreads, kColsPerThread>();
+      allow_smem<kernel>();
+      const int cluster = cluster_for<kernel>(a.cols, int64_t{kBlockThreads} * kColsPerThread,
+                                              kBlockThreads, kSmem);
+      if (cluster == 0) return 0;
       const int64_t slice_cols = ceil_div(ceil_div(a.cols, cluster), kPack) * kPack;
       // Clusters the GPU holds at once, each looping over rows.
-      const int64_t partials =
-          std::clamp<int64_t>(active_clusters<kernel>(cluster, kMaxRowThreads, kSmem), 1, a.rows);
+      const int64_t resident = active_clusters<kernel>(cluster, kBlockThreads, kSmem);
+      if (resident == 0) return 0;
+      const int64_t partials = std::min<int64_t>(resident, a.rows);
       const Partials<M> made = make_partials(partials, false);
       a.partial_dweight = made.dweight;
       a.partial_dbias = made.dbias;
-      launch_grid(kernel, Launch{partials * cluster, cluster, slice_cols, kMaxRowThreads, kSmem},
+      launch_grid(kernel, Launch{partials * cluster, cluster, slice_cols, kBlockThreads, kSmem},
                   stream, a);
       return partials;
+    };
+    if constexpr (kWideBackwardClusterThreads > 0) {
+      // Rows a cluster of 16 blocks of 512 threads would take.
+      constexpr int64_t kBlockCols = int64_t{kMaxRowThreads} * kColsPerThread;
+      if (a.cols > kBlockCols * (kMaxClusterBlocks / 2) &&
+          a.cols <= kBlockCols * kMaxClusterBlocks) {
+        const int64_t partials = launch_cluster(IntConstant<kWideBackwardClusterThreads>());
+        if (partials > 0) return partials;
+      }
     }
+    const int64_t partials = launch_cluster(IntConstant<kMaxRowThreads>());
+    if (partials > 0) return partials;
   }
   if constexpr (kPack > 1) {
     // The slices kernel; 0 where no plan fits.
