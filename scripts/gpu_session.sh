@@ -109,8 +109,8 @@ for i in "${!norm_variants[@]}"; do
   for assignment in ${norm_variants[$i]//,/ }; do
     [[ $assignment == *.diff ]] && continue
     name=${assignment%%=*}
-    grep -qE "^constexpr [a-z]+ $name = " "$header" || { echo "norm.cuh has no constant $name"; exit 2; }
-    sed -i -E "s/^constexpr ([a-z]+) $name = .*;/constexpr \1 $name = ${assignment#*=};/" "$header"
+    grep -qE "^constexpr [a-z0-9_]+ $name = " "$header" || { echo "norm.cuh has no constant $name"; exit 2; }
+    sed -i -E "s/^constexpr ([a-z0-9_]+) $name = .*;/constexpr \1 $name = ${assignment#*=};/" "$header"
   done
   ( cd "$vwork" && opgen build -j 6 "${norm_timed[@]}" > "$OUT/build-norm-variant-$i.log" 2>&1 ) &
   variant_builds+=($!)
