@@ -620,6 +620,8 @@ def test_update_from_opgen_installed_as_a_wheel(tmp_path: Path) -> None:
         cwd=tmp_path,
     )
     assert built.returncode == 0, built.stdout[-2000:] + built.stderr[-2000:]
+    # pyproject.toml lists every folder of the template: setuptools warns of none at install.
+    assert "is absent from the `packages` configuration" not in built.stdout + built.stderr, built.stderr[-2000:]
     # ... installed into a fresh virtual environment that reuses this one's torch and copier.
     env_dir = tmp_path / "venv"
     venv.create(env_dir, system_site_packages=True)  # its pip is this one's too
