@@ -454,7 +454,7 @@ __device__ __forceinline__ RowStatistics<M> row_statistics(const Raw<T, kPack> (
 // and written as streams (ld/st.global.cs, so that the weight and bias stay cached): 2-7% slower
 // at rows of 16384-262144 but LayerNorm float32 262144 (2026-11-28; bfloat16 16384 139 -> 150 us).
 // Nor is a block a row reading it twice, the second time from L2 (16-byte packs, 4 a thread in
-// flight, two blocks an SM; 2026-11-29e): 2-46% slower at every row of 32768-262144 (LayerNorm
+// flight, two blocks an SM; 2026-11-29e): 2-41% slower at every row of 32768-262144 (LayerNorm
 // float32 32768 300 -> 412 us; bfloat16 131072 326 -> 450).
 constexpr int kWideClusterThreads = 1024;
 
