@@ -206,13 +206,18 @@ class PrecompiledTorchHeaders:
         return [flag for flag in command if flag not in self.cuda_only]
 
     @staticmethod
+    def lock_of(header: Path) -> Path:
+        """The lock file beside ``header`` that a build making its precompiled form holds."""
+        return header.with_name(f"{header.name}.lock")
+
+    @staticmethod
     def made_meanwhile(header: Path) -> bool:
         """Whether ``header``.gch exists once any build making it now (another workspace's, in a
         shared folder: PRECOMPILED_HEADERS_ENV) is done: waiting costs no more than parsing the
         headers here would."""
         import fcntl  # POSIX only, as GCC's precompiled headers here are
 
-        lock = header.with_name(f"{header.name}.lock")
+        lock = PrecompiledTorchHeaders.lock_of(header)
         if not lock.is_file():
             return False
         with open(lock, "a") as held:
@@ -227,7 +232,7 @@ class PrecompiledTorchHeaders:
 
         self.make = False
         header.parent.mkdir(parents=True, exist_ok=True)
-        with open(header.with_name(f"{header.name}.lock"), "a") as held:
+        with open(self.lock_of(header), "a") as held:
             fcntl.flock(held, fcntl.LOCK_EX)
             return Path(f"{header}.gch").is_file() or self.make_precompiled(command, header)
 

@@ -458,6 +458,12 @@ __device__ __forceinline__ RowStatistics<M> row_statistics(const Raw<T, kPack> (
 // float32 32768 300 -> 412 us; bfloat16 131072 326 -> 450).
 constexpr int kWideClusterThreads = 1024;
 
+// Whether rows of `cols` take a cluster of 16 blocks that hold `block_cols` each (no cluster of 8
+// holds them): the rows kWideClusterThreads and kWideBackwardClusterThreads give wider blocks.
+constexpr bool takes_sixteen_blocks(int64_t cols, int64_t block_cols) {
+  return cols > block_cols * (kMaxClusterBlocks / 2) && cols <= block_cols * kMaxClusterBlocks;
+}
+
 template <typename T, typename W, bool kCentered, bool kResidual, int kPack, int kColsPerThread,
           int kThreadsPerRow>
 __global__ void __launch_bounds__(block_threads_for<kThreadsPerRow>(),
@@ -600,13 +606,17 @@ constexpr int kSumVec = sizeof(M) == 4 && kPack % 4 == 0 ? 4 : 1;
 template <bool kCentered>
 constexpr int kSumArrays = kCentered ? 2 : 1;
 
-// Blocks of 512 threads or more (64 registers a thread) keep the weight of a thread's columns in
-// shared memory too, each thread its own slots: in registers it left too few for one
-// st.global.v4 a dx pack, and the dx packs went out as four 4-byte stores each, which made the
-// cluster backward (bfloat16 rows of 32768 on an H200) bound by L2 at 80% of its throughput and
-// 34% of DRAM's.
+// Backward blocks of 512 threads or more: one or two an SM, at 64 registers a thread
+// (kBackwardThreadsPerSm), where the kernel trades loads ahead and live values for no spills.
 template <int kBlockThreads>
-constexpr bool kSharedWeight = kBlockThreads >= kMaxRowThreads;
+constexpr bool kAtRegisterCap = kBlockThreads >= kMaxRowThreads;
+
+// Such blocks keep the weight of a thread's columns in shared memory too, each thread its own
+// slots: in registers it left too few for one st.global.v4 a dx pack, and the dx packs went out
+// as four 4-byte stores each, which made the cluster backward (bfloat16 rows of 32768 on an H200)
+// bound by L2 at 80% of its throughput and 34% of DRAM's.
+template <int kBlockThreads>
+constexpr bool kSharedWeight = kAtRegisterCap<kBlockThreads>;
 
 template <typename M, typename W, bool kCentered, int kBlockThreads, int kColsPerThread>
 constexpr size_t backward_smem_bytes() {
@@ -691,21 +701,21 @@ __global__ void __launch_bounds__(
   using State = GradSums<M>;
   using Row = BackwardRow<T, M, kResidual, kPack, kPacks>;
   // Each row's loads are issued before the previous row is reduced, except with a residual in
-  // blocks of 512 threads or more (64 registers a thread, two rows of x, dy and the sum's
-  // gradient): there the row loaded ahead spilled 44 bytes a thread (bfloat16 add_rmsnorm), and
-  // loading each row where it starts spills none and measured faster on an H200 (2026-11-25, a
-  // training step's backward kernel: bfloat16 rows of 8192 620 -> 562 us, 32768 655 -> 628 us;
-  // float32 rows of 4096 and 32768 within 1%). Without a residual the same change measured 3%
-  // slower at rows of 32768 and 3% faster at 65536-131072: those keep loading ahead.
-  constexpr bool kLoadAhead = !(kResidual && kBlockThreads >= kMaxRowThreads);
-  // Blocks of 512 threads or more (64 registers a thread) add a pack's column sums before its dx, a
+  // blocks at the register cap (kAtRegisterCap: two rows of x, dy and the sum's gradient): there
+  // the row loaded ahead spilled 44 bytes a thread (bfloat16 add_rmsnorm), and loading each row
+  // where it starts spills none and measured faster on an H200 (2026-11-25, a training step's
+  // backward kernel: bfloat16 rows of 8192 620 -> 562 us, 32768 655 -> 628 us; float32 rows of 4096
+  // and 32768 within 1%). Without a residual the same change measured 3% slower at rows of 32768
+  // and 3% faster at 65536-131072: those keep loading ahead.
+  constexpr bool kLoadAhead = !(kResidual && kAtRegisterCap<kBlockThreads>);
+  // Blocks at the register cap (kAtRegisterCap) add a pack's column sums before its dx, a
   // vector of slots at a time (xhat computed again there), rather than from the dx loop's values,
   // which kept 16 more floats live a pack: bfloat16 LayerNorm spilled 28 bytes a thread that way
   // and none this way (nvcc 13.0, sm_90a). Its backward kernel on an H200 (2026-11-25c, a
   // training step, 512 MiB inputs): rows of 8192 446 -> 425 us, 32768 573 -> 550, 65536 642 ->
   // 602, 131072 989 -> 951; float32 (no spills either way) within 0.6%. Smaller blocks (up to 80
   // registers, no spills, near the issue limit at short rows) keep the dx loop's values.
-  constexpr bool kSumsFirst = kBlockThreads >= kMaxRowThreads;
+  constexpr bool kSumsFirst = kAtRegisterCap<kBlockThreads>;
   __shared__ State scratch[kBlockThreads / kWarpSize];
   __shared__ State published;
   const int lane = threadIdx.x % kThreadsPerRow;
@@ -1387,8 +1397,7 @@ void launch_forward_with(const ForwardArgs<T, W>& a, cudaStream_t stream) {
     }
     if constexpr (kWideClusterThreads > 0) {
       // Rows a cluster of 16 would take: a cluster of 8 wider blocks (kWideClusterThreads).
-      if (a.cols > kBlockCols * (kMaxClusterBlocks / 2) &&
-          a.cols <= kBlockCols * kMaxClusterBlocks &&
+      if (takes_sixteen_blocks(a.cols, kBlockCols) &&
           launch_forward_cluster<forward_rows_kernel<T, W, kCentered, kResidual, kPack,
                                                      kColsPerThread, kWideClusterThreads>,
                                  kWideClusterThreads>(a, kColsPerThread, stream))
@@ -1560,10 +1569,7 @@ int64_t launch_backward_with(BackwardArgs<T, W> a, cudaStream_t stream,
       return partials;
     };
     if constexpr (kWideBackwardClusterThreads > 0) {
-      // Rows a cluster of 16 blocks of 512 threads would take.
-      constexpr int64_t kBlockCols = int64_t{kMaxRowThreads} * kColsPerThread;
-      if (a.cols > kBlockCols * (kMaxClusterBlocks / 2) &&
-          a.cols <= kBlockCols * kMaxClusterBlocks) {
+      if (takes_sixteen_blocks(a.cols, kRegisterCols<T, true, kPack, 1>)) {
         const int64_t partials = launch_cluster(IntConstant<kWideBackwardClusterThreads>());
         if (partials > 0) return partials;
       }
