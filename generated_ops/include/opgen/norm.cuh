@@ -215,18 +215,84 @@ __device__ __forceinline__ void load_parameter(M (&v)[kPack], const W* param, in
   }
 }
 
-// Reduces `value` over a row's threads (and, with clusters, over its blocks); every thread of
-// the row gets the same bits. With clusters the caller must wait_for_cluster_readers() before
-// the next row's reduction (row_engine::cluster_allreduce): after its stores, which overlap the
-// wait.
-template <int kThreadsPerRow, typename State, typename Combine>
-__device__ __forceinline__ State row_allreduce(State value, Combine combine, State* scratch,
-                                               State* published, int cluster_blocks) {
-  value = group_allreduce_with<kThreadsPerRow>(value, combine, State{}, scratch);
-  if (cluster_blocks > 1) {
-    value =
-        row_engine::cluster_allreduce<Reduction<State, Combine>>(value, published, cluster_blocks);
+// How a kernel's blocks share each row's reductions over a cluster: by pushes onto mbarriers
+// (row_engine::cluster_allreduce_pushed; true), or through cluster barriers, two a row
+// (row_engine::cluster_allreduce; false). The backward loads its next row before it reduces the
+// current one, and a barrier's release waited for those loads: with pushes its kernel on an H200
+// (docs/benchmarks/layernorm, 2026-11-29f: a training step, 512 MiB inputs), us: LayerNorm
+// float32 rows of 32768 531 -> 422, 65536 582 -> 436, 262144 856 -> 754; bfloat16 131072 778 ->
+// 498; RMSNorm bfloat16 131072 586 -> 417; the residual forms 5-20% faster but add_rmsnorm float32
+// rows of 131072-262144 (within 1%). The forward has no loads in flight at its reduction: pushes
+// there went both ways (LayerNorm bfloat16 rows of 131072 326 -> 358 us, add_layernorm bfloat16
+// 32768 589 -> 552), as in 2026-11-25d, so it keeps the barriers.
+constexpr bool kForwardClusterPushes = false;
+constexpr bool kBackwardClusterPushes = true;
+
+// What a block keeps in shared memory for its cluster's rows: the mailbox the pushes land in, or
+// the slot cluster_allreduce publishes the block's State in.
+struct PublishedState {
+  alignas(8) uint32_t words[row_engine::kMailboxWords];
+};
+template <bool kClusterPushes>
+using ClusterShared =
+    std::conditional_t<kClusterPushes, row_engine::ClusterMailbox, PublishedState>;
+
+// A block's side of its cluster's rows, made once a kernel by every thread: open() before the
+// first row, end_row() after each row's stores, close() after the last, by every thread of every
+// block (with one block, all do nothing).
+template <bool kClusterPushes>
+class ClusterRows {
+ public:
+  __device__ ClusterRows(ClusterShared<kClusterPushes>& box, int blocks)
+      : box_(box), blocks_(blocks) {}
+
+  __device__ int blocks() const { return blocks_; }
+
+  __device__ void open() {
+    if constexpr (kClusterPushes) {
+      if (blocks_ > 1) row_engine::open_mailbox(box_);
+    }
   }
+
+  // The States of the cluster's blocks combined (every block gets the same bits).
+  template <typename State, typename Combine>
+  __device__ State allreduce(State value) {
+    using Fn = Reduction<State, Combine>;
+    if constexpr (kClusterPushes) {
+      return row_engine::cluster_allreduce_pushed<Fn>(value, box_, blocks_, round_++);
+    } else {
+      static_assert(sizeof(State) <= sizeof(PublishedState) && alignof(State) <= 8);
+      return row_engine::cluster_allreduce<Fn>(value, reinterpret_cast<State*>(box_.words),
+                                               blocks_);
+    }
+  }
+
+  // Barriers: the row's readers of this block's State are done before it publishes again.
+  __device__ void end_row() const {
+    if constexpr (!kClusterPushes) {
+      if (blocks_ > 1) row_engine::wait_for_cluster_readers();
+    }
+  }
+
+  __device__ void close() const {
+    if constexpr (kClusterPushes) {
+      if (blocks_ > 1) row_engine::close_mailbox();
+    }
+  }
+
+ private:
+  ClusterShared<kClusterPushes>& box_;
+  int blocks_;
+  uint32_t round_ = 0;
+};
+
+// Reduces `value` over a row's threads (and, with clusters, over its blocks); every thread of
+// the row gets the same bits.
+template <int kThreadsPerRow, typename State, typename Combine, typename Cluster>
+__device__ __forceinline__ State row_allreduce(State value, Combine combine, State* scratch,
+                                               Cluster& cluster) {
+  value = group_allreduce_with<kThreadsPerRow>(value, combine, State{}, scratch);
+  if (cluster.blocks() > 1) value = cluster.template allreduce<State, Combine>(value);
   return value;
 }
 
@@ -341,7 +407,7 @@ constexpr int kRowBlocksPerSm =
 
 // A row's mean (0 for RMSNorm) and variance (RMSNorm: its mean square), from the packs a thread
 // holds of it (zeros past the row's end, slice_length); every thread of the row gets the same
-// bits. scratch and published: the block's shared slots for row_allreduce.
+// bits. scratch and cluster: the block's shared slots and its cluster's rows, for row_allreduce.
 template <typename M>
 struct RowStatistics {
   M mean;
@@ -351,20 +417,20 @@ struct RowStatistics {
 template <typename M, bool kCentered>
 using StatisticsState = std::conditional_t<kCentered, Moments<M>, M>;
 
-template <typename M, bool kCentered, int kThreadsPerRow, typename T, int kPack, int kPacks>
+template <typename M, bool kCentered, int kThreadsPerRow, typename T, int kPack, int kPacks,
+          typename Cluster>
 __device__ __forceinline__ RowStatistics<M> row_statistics(const Raw<T, kPack> (&v)[kPacks],
                                                            int lane, int64_t slice_length,
                                                            int64_t cols,
                                                            StatisticsState<M, kCentered>* scratch,
-                                                           StatisticsState<M, kCentered>* published,
-                                                           int cluster_blocks) {
+                                                           Cluster& cluster) {
   if constexpr (!kCentered) {
     M squares = 0;
 #pragma unroll
     for (int p = 0; p < kPacks; ++p)
 #pragma unroll
       for (int j = 0; j < kPack; ++j) squares += value_of<M>(v[p], j) * value_of<M>(v[p], j);
-    squares = row_allreduce<kThreadsPerRow>(squares, SumOp(), scratch, published, cluster_blocks);
+    squares = row_allreduce<kThreadsPerRow>(squares, SumOp(), scratch, cluster);
     return {M(0), squares / M(cols)};
   } else {
     M total = 0;
@@ -419,17 +485,15 @@ __device__ __forceinline__ RowStatistics<M> row_statistics(const Raw<T, kPack> (
       // Not for the one-value packs of unaligned rows: there it spilled (float32, 512 threads of
       // 32 values: 28 bytes a thread, none with Moments alone).
       constexpr bool kEqualHalves = kEqualCountMoments && kHalves && kPack > 1;
-      if (kEqualHalves && cols == cluster_blocks * kCapacity) {
-        // The scratch and published slots of Moments hold EqualMoments (fewer bytes) as well.
+      if (kEqualHalves && cols == cluster.blocks() * kCapacity) {
+        // The scratch slots of Moments hold EqualMoments (fewer bytes) as well.
         const EqualMoments<M> row = row_allreduce<kThreadsPerRow>(
             EqualMoments<M>{local_mean, m2 * (M(1) / M(kColsPerThread))}, MergeEqualMoments(),
-            reinterpret_cast<EqualMoments<M>*>(scratch),
-            reinterpret_cast<EqualMoments<M>*>(published), cluster_blocks);
+            reinterpret_cast<EqualMoments<M>*>(scratch), cluster);
         return {row.mean, row.variance};
       }
       Moments<M> state{M(valid), local_mean, m2};
-      state =
-          row_allreduce<kThreadsPerRow>(state, MergeMoments(), scratch, published, cluster_blocks);
+      state = row_allreduce<kThreadsPerRow>(state, MergeMoments(), scratch, cluster);
       return {state.mean, state.m2 / M(cols)};
     }
   }
@@ -476,13 +540,15 @@ __global__ void __launch_bounds__(block_threads_for<kThreadsPerRow>(),
   static_assert(kColsPerThread % kPack == 0, "a thread holds whole packs");
   using State = StatisticsState<M, kCentered>;
   __shared__ State scratch[kBlockThreads / kWarpSize];
-  __shared__ State published;
+  __shared__ ClusterShared<kForwardClusterPushes> cluster_shared;
+  ClusterRows<kForwardClusterPushes> cluster(cluster_shared, cluster_blocks);
   const int lane = threadIdx.x % kThreadsPerRow;
   const int row_in_block = threadIdx.x / kThreadsPerRow;
   const int rank = blockIdx.x % cluster_blocks;
   const int64_t slice_begin = rank * slice_cols;
   const int64_t slice_length = max(int64_t{0}, min(a.cols - slice_begin, slice_cols));
   const int64_t groups = gridDim.x / cluster_blocks;
+  cluster.open();
   // The whole block (cluster) steps together, so every thread reaches the barriers.
   for (int64_t first_row = blockIdx.x / cluster_blocks * kRowsPerBlock; first_row < a.rows;
        first_row += groups * kRowsPerBlock) {
@@ -513,7 +579,7 @@ __global__ void __launch_bounds__(block_threads_for<kThreadsPerRow>(),
       }
     }
     const RowStatistics<M> statistics = row_statistics<M, kCentered, kThreadsPerRow>(
-        v, lane, slice_length, a.cols, scratch, &published, cluster_blocks);
+        v, lane, slice_length, a.cols, scratch, cluster);
     const M mean = statistics.mean;
     const M variance = statistics.variance;
     const M rstd = M(1) / sqrt(variance + a.eps);  // sqrt, then divide: rsqrtf is 2 ulp
@@ -570,8 +636,9 @@ __global__ void __launch_bounds__(block_threads_for<kThreadsPerRow>(),
         a.rstd[row] = rstd;
       }
     }
-    if (cluster_blocks > 1) row_engine::wait_for_cluster_readers();
+    cluster.end_row();
   }
+  cluster.close();
 }
 
 // Threads an SM holds in the backward, which keeps two rows' packs and the weight: 768 (at most
@@ -717,7 +784,8 @@ __global__ void __launch_bounds__(
   // registers, no spills, near the issue limit at short rows) keep the dx loop's values.
   constexpr bool kSumsFirst = kAtRegisterCap<kBlockThreads>;
   __shared__ State scratch[kBlockThreads / kWarpSize];
-  __shared__ State published;
+  __shared__ ClusterShared<kBackwardClusterPushes> cluster_shared;
+  ClusterRows<kBackwardClusterPushes> cluster(cluster_shared, cluster_blocks);
   const int lane = threadIdx.x % kThreadsPerRow;
   const int row_in_block = threadIdx.x / kThreadsPerRow;
   const int rank = blockIdx.x % cluster_blocks;
@@ -783,6 +851,7 @@ __global__ void __launch_bounds__(
     next.x[p] = next.dy[p] = filled<T, kPack>(T(0));
     if constexpr (kResidual) next.dsum[p] = filled<T, kPack>(T(0));
   }
+  cluster.open();
   if (group * kRowsPerBlock < a.rows) load_row(group * kRowsPerBlock, next);
   for (int64_t first_row = group * kRowsPerBlock; first_row < a.rows; first_row += step) {
     const bool row_valid = first_row + row_in_block < a.rows;
@@ -807,7 +876,7 @@ __global__ void __launch_bounds__(
         }
       }
     }
-    sums = row_allreduce<kThreadsPerRow>(sums, AddGradSums(), scratch, &published, cluster_blocks);
+    sums = row_allreduce<kThreadsPerRow>(sums, AddGradSums(), scratch, cluster);
     const M mean_g = kCentered ? sums.g * inv_cols : M(0);
     const M mean_g_xhat = sums.g_xhat * now.rstd * inv_cols;
     // The column sums of pack p's values, kVec at a time, each added as it is made.
@@ -858,8 +927,9 @@ __global__ void __launch_bounds__(
         }
       }
     }
-    if (cluster_blocks > 1) row_engine::wait_for_cluster_readers();
+    cluster.end_row();
   }
+  cluster.close();
   // The block's partial row: its rows' sums, added in a fixed order.
   const bool want_weight = a.partial_dweight != nullptr;
   const bool want_bias = kCentered && a.partial_dbias != nullptr;
@@ -1040,7 +1110,8 @@ __global__ void __launch_bounds__(kSliceThreads, 2)
   using State = GradSums<M>;
   constexpr int kVec = kSumVec<M, kPack>;
   __shared__ State scratch[kSliceThreads / kWarpSize];
-  __shared__ State published;
+  __shared__ ClusterShared<kBackwardClusterPushes> cluster_shared;
+  ClusterRows<kBackwardClusterPushes> cluster(cluster_shared, cluster_blocks);
   // The slice's column sums, in column order: dy * xhat, then (when it centers) dy.
   extern __shared__ __align__(kVectorBytes) unsigned char sums_bytes[];
   M* const dweight = reinterpret_cast<M*>(sums_bytes);
@@ -1056,6 +1127,7 @@ __global__ void __launch_bounds__(kSliceThreads, 2)
   for (int64_t i = threadIdx.x; i < kSumArrays<kCentered> * slice_cols; i += kSliceThreads)
     dweight[i] = M(0);
   __syncthreads();
+  cluster.open();
   const auto weight_at = [&](int64_t p) {
     return a.weight != nullptr ? load_raw<W, kPack>(a.weight + slice_begin + p * kPack, true)
                                : filled<W, kPack>(W(1));
@@ -1098,7 +1170,7 @@ __global__ void __launch_bounds__(kSliceThreads, 2)
         }
       }
     }
-    sums = row_allreduce<kSliceThreads>(sums, AddGradSums(), scratch, &published, cluster_blocks);
+    sums = row_allreduce<kSliceThreads>(sums, AddGradSums(), scratch, cluster);
     const M mean_g = kCentered ? sums.g * inv_cols : M(0);
     const M mean_g_xhat = sums.g_xhat * rstd * inv_cols;
     // Pass 2: dx, and the column sums (each pack's slots are its thread's alone).
@@ -1152,8 +1224,9 @@ __global__ void __launch_bounds__(kSliceThreads, 2)
         }
       }
     }
-    if (cluster_blocks > 1) row_engine::wait_for_cluster_readers();
+    cluster.end_row();
   }
+  cluster.close();
   // The cluster's partial row: this block's slice of it.
   __syncthreads();
   for (int64_t c = threadIdx.x; c < slice_length; c += kSliceThreads) {

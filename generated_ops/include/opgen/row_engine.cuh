@@ -292,6 +292,117 @@ __device__ __forceinline__ void wait_for_cluster_readers() {
 #endif
 }
 
+// The same reduction for blocks that loop over rows, with no cluster barrier a row: each block
+// pushes its State into a slot of every block of the cluster by st.async, which counts its bytes
+// on that block's mbarrier, and each block waits on its own barrier only. cluster_allreduce's
+// barrier is a release, a MEMBAR.ALL.GPU in every thread: a thread waits there for all its
+// loads in flight, so a loop that loads its next row before it reduces the current one lost the
+// overlap (Nsight Compute on an H200, the norm backward over clusters of 8: "membar" 2.4-3.2
+// cycles of stall an issued instruction). A push needs no fence: the barrier's phase completes
+// when the bytes have landed.
+//
+// Two sets of slots and barriers, by the parity of the round. A block pushes round r + 2 into a
+// set only after its round r + 1 completed, which needed every block's round r + 1 push, which
+// each block makes after it has read its round r slots (the block reduction between them has
+// barriers): no push overwrites a slot being read, and none reaches a barrier in the wrong
+// phase. Every block of a cluster must run the same rounds.
+constexpr int kMailboxWords = 6;  // the largest State pushed: Moments<double>, 24 bytes
+
+struct ClusterMailbox {
+  uint32_t slot[2][kMaxClusterBlocks][kMailboxWords];
+  uint64_t landed[2];  // mbarriers: one arrival (the block's own) and every block's bytes
+};
+
+__device__ __forceinline__ uint32_t shared_word_address(const void* pointer) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(pointer));
+}
+
+// Before the first round, by every thread of the block: the barriers set up, and the whole
+// cluster past that (no push may reach a barrier before its block initialized it).
+__device__ __forceinline__ void open_mailbox(ClusterMailbox& box) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  if (threadIdx.x == 0) {
+    for (int set = 0; set < 2; ++set)
+      asm volatile(
+          "mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(shared_word_address(&box.landed[set]))
+          : "memory");
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+  }
+  cooperative_groups::this_cluster().sync();
+#else
+  (void)box;
+#endif
+}
+
+// After the last round: every push to this block has landed (it waited for them), but a block
+// leaves only once its cluster is done, as distributed shared memory requires.
+__device__ __forceinline__ void close_mailbox() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  __cluster_barrier_arrive_relaxed();
+  cooperative_groups::this_cluster().barrier_wait();
+#endif
+}
+
+// cluster_allreduce by pushes: `state` is the block's (every thread holds the same), `round`
+// counts the block's rounds from 0. The same bits in every block, in the same order.
+template <typename Fn, typename State>
+__device__ __forceinline__ State cluster_allreduce_pushed(State state, ClusterMailbox& box,
+                                                          int cluster_blocks, uint32_t round) {
+  constexpr int kWords = sizeof(State) / sizeof(uint32_t);
+  static_assert(sizeof(State) % sizeof(uint32_t) == 0 && kWords <= kMailboxWords,
+                "a pushed State is at most kMailboxWords 32-bit words");
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  namespace cg = cooperative_groups;
+  const int set = round % 2;
+  const uint32_t landed = shared_word_address(&box.landed[set]);
+  if (threadIdx.x == 0) {
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(landed),
+                 "r"(static_cast<uint32_t>(cluster_blocks * sizeof(State)))
+                 : "memory");
+  }
+  if (static_cast<int>(threadIdx.x) < cluster_blocks) {
+    // Thread t pushes to block t: into its slot there, counted on its barrier.
+    const uint32_t to = threadIdx.x;
+    uint32_t words[kWords];
+    memcpy(words, &state, sizeof(State));
+    uint32_t slot;
+    uint32_t barrier;
+    asm("mapa.shared::cluster.u32 %0, %1, %2;"
+        : "=r"(slot)
+        : "r"(shared_word_address(&box.slot[set][cg::this_cluster().block_rank()][0])), "r"(to));
+    asm("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(barrier) : "r"(landed), "r"(to));
+#pragma unroll
+    for (int w = 0; w < kWords; ++w)
+      asm volatile(
+          "st.async.shared::cluster.mbarrier::complete_tx::bytes.b32 [%0], %1, [%2];" ::"r"(slot +
+                                                                                            w * 4),
+          "r"(words[w]), "r"(barrier)
+          : "memory");
+  }
+  asm volatile(
+      "{\n.reg .pred done;\nwait_%=:\n"
+      "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
+      "@!done bra wait_%=;\n}\n" ::"r"(landed),
+      "r"((round / 2) % 2)
+      : "memory");
+  const int lane = threadIdx.x % kWarpSize;
+  State part;
+  if constexpr (Idempotent<Fn>::value) {
+    memcpy(&part, box.slot[set][lane % cluster_blocks], sizeof(State));
+  } else if (lane < cluster_blocks) {
+    memcpy(&part, box.slot[set][lane], sizeof(State));
+  } else {
+    part = Fn::identity();
+  }
+  state = warp_allreduce_with(part, typename Fn::Combine());
+#else
+  (void)box;
+  (void)cluster_blocks;
+  (void)round;
+#endif
+  return state;
+}
+
 // ---- Longer rows: a block, or a cluster of blocks, per row, in registers and shared memory. ----
 
 constexpr int kRowBlockThreads = 256;

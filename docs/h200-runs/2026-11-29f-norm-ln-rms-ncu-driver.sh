@@ -1,0 +1,29 @@
+#!/bin/bash
+# Issue 21 (2026-11-29f): why LayerNorm's backward over clusters runs 20-25% slower than RMSNorm's.
+# 1. normtimes of both ops at float32 rows of 16384 (clusters of 4 blocks of 512) and 32768
+#    (clusters of 8), the tree's kernels.
+# 2. Nsight Compute of each op's backward at both shapes: speed of light, scheduler, warp
+#    states, instruction mix, and the average stall a warp spends per issue, by reason.
+export OMP_NUM_THREADS=2 GPU_WORK=/tmp/opgen-gpu21f
+work=$GPU_WORK
+began=$SECONDS
+NORMTIMES_OPS="layernorm rmsnorm" NORMTIMES_SHAPES="float32 8192x16384 4096x32768" \
+  timeout "${TIMES_S:-240}" bash scripts/gpu_session.sh normtimes layernorm rmsnorm > "$OUT/session.log" 2>&1
+echo "== normtimes exit $? at $((SECONDS - began)) s" | tee -a "$OUT/session.log"
+grep -E "^== |us  " "$OUT/normtimes.log" | cut -c1-150
+export PYTHONPATH=/tmp/site
+ncu=$(command -v ncu || echo /usr/local/cuda/bin/ncu)
+stalls='regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio'
+for op in layernorm rmsnorm; do
+  for shape in 4096x32768 8192x16384; do
+    echo "== ncu $op float32 $shape" >> "$OUT/ncu.log"
+    timeout "${NCU_S:-90}" "$ncu" --clock-control base -k regex:backward_rows --launch-count 1 \
+      --section SpeedOfLight --section MemoryWorkloadAnalysis --section Occupancy \
+      --section WarpStateStats --section LaunchStats --section SchedulerStats \
+      --section InstructionStats --section ComputeWorkloadAnalysis --metrics "$stalls" \
+      python3 scripts/norm_kernel_times.py --once "$work/generated_ops" $op float32 $shape \
+      >> "$OUT/ncu.log" 2>&1
+    echo "exit $? at $((SECONDS - began)) s" >> "$OUT/ncu.log"
+  done
+done
+grep -E "^== ncu|^exit|Duration|DRAM Throughput|Memory Throughput|L2 Cache Throughput|Achieved Occupancy|Registers Per|Warp Cycles Per Issued|Issue Slots Busy|Executed Ipc A|No Eligible|Eligible Warps|Executed Instructions  " "$OUT/ncu.log" | cut -c1-150
