@@ -784,8 +784,11 @@ __global__ void __launch_bounds__(
   // registers, no spills, near the issue limit at short rows) keep the dx loop's values.
   constexpr bool kSumsFirst = kAtRegisterCap<kBlockThreads>;
   __shared__ State scratch[kBlockThreads / kWarpSize];
-  __shared__ ClusterShared<kBackwardClusterPushes> cluster_shared;
-  ClusterRows<kBackwardClusterPushes> cluster(cluster_shared, cluster_blocks);
+  // Only rows of a whole block are split over clusters: blocks of several rows keep the
+  // barriers' code, which they never run, as it was.
+  constexpr bool kPushes = kBackwardClusterPushes && kRowsPerBlock == 1;
+  __shared__ ClusterShared<kPushes> cluster_shared;
+  ClusterRows<kPushes> cluster(cluster_shared, cluster_blocks);
   const int lane = threadIdx.x % kThreadsPerRow;
   const int row_in_block = threadIdx.x / kThreadsPerRow;
   const int rank = blockIdx.x % cluster_blocks;
