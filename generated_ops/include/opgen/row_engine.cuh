@@ -52,6 +52,7 @@
 #include <utility>
 
 #include "opgen/launch.cuh"
+#include "opgen/mbarrier.cuh"
 #include "opgen/reduce.cuh"
 #include "opgen/slabs.h"
 #include "opgen/vec.cuh"
@@ -313,20 +314,13 @@ struct ClusterMailbox {
   uint64_t landed[2];  // mbarriers: one arrival (the block's own) and every block's bytes
 };
 
-__device__ __forceinline__ uint32_t shared_word_address(const void* pointer) {
-  return static_cast<uint32_t>(__cvta_generic_to_shared(pointer));
-}
-
 // Before the first round, by every thread of the block: the barriers set up, and the whole
 // cluster past that (no push may reach a barrier before its block initialized it).
 __device__ __forceinline__ void open_mailbox(ClusterMailbox& box) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   if (threadIdx.x == 0) {
-    for (int set = 0; set < 2; ++set)
-      asm volatile(
-          "mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(shared_word_address(&box.landed[set]))
-          : "memory");
-    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    for (int set = 0; set < 2; ++set) mbarrier_init(&box.landed[set], 1);
+    mbarrier_init_fence();
   }
   cooperative_groups::this_cluster().sync();
 #else
@@ -352,39 +346,22 @@ __device__ __forceinline__ State cluster_allreduce_pushed(State state, ClusterMa
   static_assert(sizeof(State) % sizeof(uint32_t) == 0 && kWords <= kMailboxWords,
                 "a pushed State is at most kMailboxWords 32-bit words");
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  namespace cg = cooperative_groups;
   const int set = round % 2;
-  const uint32_t landed = shared_word_address(&box.landed[set]);
-  if (threadIdx.x == 0) {
-    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(landed),
-                 "r"(static_cast<uint32_t>(cluster_blocks * sizeof(State)))
-                 : "memory");
-  }
+  const uint32_t landed = shared_address(&box.landed[set]);
+  if (threadIdx.x == 0)
+    mbarrier_arrive_expect_tx(landed, static_cast<uint32_t>(cluster_blocks * sizeof(State)));
   if (static_cast<int>(threadIdx.x) < cluster_blocks) {
     // Thread t pushes to block t: into its slot there, counted on its barrier.
     const uint32_t to = threadIdx.x;
     uint32_t words[kWords];
     memcpy(words, &state, sizeof(State));
-    uint32_t slot;
-    uint32_t barrier;
-    asm("mapa.shared::cluster.u32 %0, %1, %2;"
-        : "=r"(slot)
-        : "r"(shared_word_address(&box.slot[set][cg::this_cluster().block_rank()][0])), "r"(to));
-    asm("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(barrier) : "r"(landed), "r"(to));
+    const uint32_t rank = cooperative_groups::this_cluster().block_rank();
+    const uint32_t slot = cluster_shared_address(shared_address(&box.slot[set][rank][0]), to);
+    const uint32_t barrier = cluster_shared_address(landed, to);
 #pragma unroll
-    for (int w = 0; w < kWords; ++w)
-      asm volatile(
-          "st.async.shared::cluster.mbarrier::complete_tx::bytes.b32 [%0], %1, [%2];" ::"r"(slot +
-                                                                                            w * 4),
-          "r"(words[w]), "r"(barrier)
-          : "memory");
+    for (int w = 0; w < kWords; ++w) push_word(slot + w * 4, words[w], barrier);
   }
-  asm volatile(
-      "{\n.reg .pred done;\nwait_%=:\n"
-      "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
-      "@!done bra wait_%=;\n}\n" ::"r"(landed),
-      "r"((round / 2) % 2)
-      : "memory");
+  mbarrier_wait(landed, (round / 2) % 2);
   const int lane = threadIdx.x % kWarpSize;
   State part;
   if constexpr (Idempotent<Fn>::value) {

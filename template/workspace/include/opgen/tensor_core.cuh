@@ -19,6 +19,8 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "opgen/mbarrier.cuh"
+
 namespace opgen {
 namespace tc {
 
@@ -93,12 +95,9 @@ __host__ __device__ constexpr FragmentCoord b_tf32_coord(int lane, int r) {
   return {lane % 4 + 4 * r, lane / 4};
 }
 
-// ---------------------------------------------------------------------------------------------
-// Shared-memory addresses. ldmatrix and cp.async take 32-bit shared-window addresses.
-// ---------------------------------------------------------------------------------------------
-__device__ __forceinline__ uint32_t shared_address(const void* ptr) {
-  return static_cast<uint32_t>(__cvta_generic_to_shared(ptr));
-}
+// Shared-memory addresses: ldmatrix and cp.async take 32-bit shared-window addresses
+// (mbarrier.cuh's shared_address).
+using opgen::shared_address;
 
 // ---------------------------------------------------------------------------------------------
 // XOR swizzle of 16-byte chunks. ldmatrix reads eight 16-byte rows at once, and cp.async writes
@@ -751,54 +750,12 @@ __device__ __forceinline__ void wgmma_m64n256k16(float (&d)[128], uint64_t desc_
 }
 #undef OPGEN_WGMMA_M64N256K16
 
-// ---------------------------------------------------------------------------------------------
-// mbarriers (64-bit, in shared memory). A barrier's phase completes when its expected arrivals
-// have arrived and, with expect_tx, its expected bytes have landed; waiting names the parity of
-// the phase waited for (phase 0, 1, 0, ...: round r of a ring of stages waits for parity r % 2;
-// a fresh barrier counts the phase before phase 0, of parity 1, as complete).
-// ---------------------------------------------------------------------------------------------
-__device__ __forceinline__ void mbarrier_init(uint64_t* barrier, int arrivals) {
-#if OPGEN_TC_WGMMA
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(shared_address(barrier)),
-               "r"(arrivals));
-#endif
-}
-
-// Makes initialized barriers visible to the copy engine (and the rest of the block, with the
-// __syncthreads() that must follow).
-__device__ __forceinline__ void mbarrier_init_fence() {
-#if OPGEN_TC_WGMMA
-  asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
-#endif
-}
-
-__device__ __forceinline__ void mbarrier_arrive(uint64_t* barrier) {
-#if OPGEN_TC_WGMMA
-  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(shared_address(barrier))
-               : "memory");
-#endif
-}
-
-// One arrival that also expects `bytes` more to land (by TMA) before the phase completes.
-__device__ __forceinline__ void mbarrier_arrive_expect_tx(uint64_t* barrier, uint32_t bytes) {
-#if OPGEN_TC_WGMMA
-  asm volatile(
-      "mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(shared_address(barrier)),
-      "r"(bytes)
-      : "memory");
-#endif
-}
-
-__device__ __forceinline__ void mbarrier_wait(uint64_t* barrier, uint32_t parity) {
-#if OPGEN_TC_WGMMA
-  asm volatile(
-      "{\n.reg .pred done;\nwait_%=:\n"
-      "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
-      "@!done bra wait_%=;\n}\n" ::"r"(shared_address(barrier)),
-      "r"(parity)
-      : "memory");
-#endif
-}
+// mbarriers hand a stage from the copy engine to the tensor cores and back (mbarrier.cuh).
+using opgen::mbarrier_arrive;
+using opgen::mbarrier_arrive_expect_tx;
+using opgen::mbarrier_init;
+using opgen::mbarrier_init_fence;
+using opgen::mbarrier_wait;
 
 // ---------------------------------------------------------------------------------------------
 // TMA: one box of a tensor map (made on the host by encode_tensor_map) into shared memory,
