@@ -251,14 +251,26 @@ template <typename Fn>
 struct Idempotent<Fn, std::void_t<decltype(Fn::Combine::kIdempotent)>>
     : std::bool_constant<Fn::Combine::kIdempotent> {};
 
+// Combines the States of a cluster's blocks, block b's as state_of(b), in every warp: the same
+// order everywhere, so every block of the cluster gets the same bits. An idempotent Combine
+// (Idempotent) merges copies where the lanes outnumber the blocks: for clusters of a power of two
+// blocks the butterfly then merges only blocks, each with a distinct one or itself.
+template <typename Fn, typename StateOf>
+__device__ __forceinline__ auto combine_cluster_blocks(StateOf state_of, int cluster_blocks) {
+  const int lane = threadIdx.x % kWarpSize;
+  if constexpr (Idempotent<Fn>::value) {
+    return warp_allreduce_with(state_of(lane % cluster_blocks), typename Fn::Combine());
+  } else {
+    return warp_allreduce_with(lane < cluster_blocks ? state_of(lane) : Fn::identity(),
+                               typename Fn::Combine());
+  }
+}
+
 // Combines the States of a cluster's blocks. Each block publishes its own in shared memory and
-// every warp reads them all through distributed shared memory, so no extra block barrier. The
-// order is the same everywhere, so every block of the cluster gets the same bits. An idempotent
-// Combine (Idempotent) merges copies where the lanes outnumber the blocks: for clusters of a
-// power of two blocks the butterfly then merges only blocks, each with a distinct one or itself.
-// It returns having arrived on the cluster barrier, and the caller must wait_for_cluster_readers()
-// before it publishes again (next row) or exits, while others may still read its State; the
-// row's stores go in between, so they overlap the wait.
+// every warp reads them all through distributed shared memory (combine_cluster_blocks), so no
+// extra block barrier. It returns having arrived on the cluster barrier, and the caller must
+// wait_for_cluster_readers() before it publishes again (next row) or exits, while others may still
+// read its State; the row's stores go in between, so they overlap the wait.
 template <typename Fn, typename State>
 __device__ __forceinline__ State cluster_allreduce(State state, State* published,
                                                    int cluster_blocks) {
@@ -267,14 +279,8 @@ __device__ __forceinline__ State cluster_allreduce(State state, State* published
   const cg::cluster_group cluster = cg::this_cluster();
   if (threadIdx.x == 0) *published = state;
   cluster.sync();
-  const int lane = threadIdx.x % kWarpSize;
-  State part;
-  if constexpr (Idempotent<Fn>::value) {
-    part = *cluster.map_shared_rank(published, lane % cluster_blocks);
-  } else {
-    part = lane < cluster_blocks ? *cluster.map_shared_rank(published, lane) : Fn::identity();
-  }
-  state = warp_allreduce_with(part, typename Fn::Combine());
+  state = combine_cluster_blocks<Fn>(
+      [&](int block) { return *cluster.map_shared_rank(published, block); }, cluster_blocks);
   // Relaxed: this arrive only says the States were read, and they were (their values are in
   // hand). The default release arrive is a GPU-wide memory barrier first, which cost 1 point of
   // copy bandwidth across long rows on an H200.
@@ -338,7 +344,7 @@ __device__ __forceinline__ void close_mailbox() {
 }
 
 // cluster_allreduce by pushes: `state` is the block's (every thread holds the same), `round`
-// counts the block's rounds from 0. The same bits in every block, in the same order.
+// counts the block's rounds from 0. The same bits in every block (combine_cluster_blocks).
 template <typename Fn, typename State>
 __device__ __forceinline__ State cluster_allreduce_pushed(State state, ClusterMailbox& box,
                                                           int cluster_blocks, uint32_t round) {
@@ -359,19 +365,16 @@ __device__ __forceinline__ State cluster_allreduce_pushed(State state, ClusterMa
     const uint32_t slot = cluster_shared_address(shared_address(&box.slot[set][rank][0]), to);
     const uint32_t barrier = cluster_shared_address(landed, to);
 #pragma unroll
-    for (int w = 0; w < kWords; ++w) push_word(slot + w * 4, words[w], barrier);
+    for (int w = 0; w < kWords; ++w) push_word(slot + w * sizeof(uint32_t), words[w], barrier);
   }
   mbarrier_wait(landed, (round / 2) % 2);
-  const int lane = threadIdx.x % kWarpSize;
-  State part;
-  if constexpr (Idempotent<Fn>::value) {
-    memcpy(&part, box.slot[set][lane % cluster_blocks], sizeof(State));
-  } else if (lane < cluster_blocks) {
-    memcpy(&part, box.slot[set][lane], sizeof(State));
-  } else {
-    part = Fn::identity();
-  }
-  state = warp_allreduce_with(part, typename Fn::Combine());
+  state = combine_cluster_blocks<Fn>(
+      [&](int block) {
+        State pushed;
+        memcpy(&pushed, box.slot[set][block], sizeof(State));
+        return pushed;
+      },
+      cluster_blocks);
 #else
   (void)box;
   (void)cluster_blocks;
