@@ -16,13 +16,14 @@
 // Paths by row length, as in the row engine: rows sit in the registers of a few lanes, a warp,
 // or up to 16 warps (16-byte path: up to 16384 float32 or 32768 bfloat16 values forward, half that
 // with a residual; 4096 or 8192 backward, which holds x, dy, the next row's x and dy, and the two
-// gradient accumulators); longer rows up to 16 times that are split over a cluster of blocks on
-// sm_90 (one DRAM read; a residual's clusters hold as much of each input as a plain row's, see
-// kClusterResidualPacks; where 16 blocks would be needed, 8 blocks of 1024 threads, see
-// kWideClusterThreads and kWideBackwardClusterThreads); anything longer reads the row twice, a
-// block per row (backward: a cluster per row, each block a slice of its columns). Values are held
-// in registers as loaded (Raw packs) and widened where used, so a thread keeps 128 bytes of loads
-// in flight forward; the backward's blocks loop over rows and load each next row ahead.
+// gradient accumulators); longer rows are split over a cluster of blocks on sm_90 and read from
+// DRAM once: forward up to 16 times a block's row (a residual's clusters hold as much of each
+// input as a plain row's, see kClusterResidualPacks; where 16 blocks would be needed, 8 blocks of
+// 1024 threads, see kWideClusterThreads), backward up to 32 times (past 8 blocks, up to 16 of 1024
+// threads, see kWideBackwardClusterThreads). Anything longer reads the row twice, a block per row
+// (backward: a cluster per row, each block a slice of its columns). Values are held in registers
+// as loaded (Raw packs) and widened where used, so a thread keeps 128 bytes of loads in flight
+// forward; the backward's blocks loop over rows and load each next row ahead.
 #pragma once
 
 #include <ATen/OpMathType.h>
@@ -523,7 +524,7 @@ __device__ __forceinline__ RowStatistics<M> row_statistics(const Raw<T, kPack> (
 constexpr int kWideClusterThreads = 1024;
 
 // Whether rows of `cols` take a cluster of 16 blocks that hold `block_cols` each (no cluster of 8
-// holds them): the rows kWideClusterThreads and kWideBackwardClusterThreads give wider blocks.
+// holds them): the rows kWideClusterThreads gives wider blocks.
 constexpr bool takes_sixteen_blocks(int64_t cols, int64_t block_cols) {
   return cols > block_cols * (kMaxClusterBlocks / 2) && cols <= block_cols * kMaxClusterBlocks;
 }
@@ -649,15 +650,18 @@ __global__ void __launch_bounds__(block_threads_for<kThreadsPerRow>(),
 // of 512 an SM).
 constexpr int kBackwardThreadsPerSm = 768;
 
-// Rows that clusters of 16 backward blocks of 512 threads would take (float32 rows of 65536,
-// bfloat16 131072) go to clusters of 8 blocks of this many threads (0: off), one an SM at the same
-// 64 registers a thread, as the forward's kWideClusterThreads. The backward kernel on an H200
-// (docs/benchmarks/layernorm, 2026-11-29e: a training step, 512 MiB inputs), us, 512 -> 1024:
-// LayerNorm float32 rows of 65536 818 -> 584, bfloat16 131072 950 -> 756; RMSNorm 560 -> 478
-// and 632 -> 570; the residual forms 658-1023 -> 627-811. Two wider uses went both ways, not
-// kept: clusters of 16 such blocks in place of the slices kernel (float32 rows of 131072:
-// LayerNorm 745 -> 941 us, RMSNorm 823 -> 671; bfloat16 262144: within 1%, 716 -> 807), and
-// wide clusters from 4 blocks (float32 rows of 32768: LayerNorm 519 -> 482 us, RMSNorm 416 -> 444).
+// Rows past 8 backward blocks of 512 threads (float32 rows over 32768, bfloat16 over 65536) go to
+// clusters of up to 16 blocks of this many threads (0: off), one an SM at the same 64 registers a
+// thread, as the forward's kWideClusterThreads; so rows up to twice what 16 narrow blocks hold
+// (float32 131072, bfloat16 262144) are read from DRAM once, not by the slices kernel. The
+// backward kernel on an H200 (docs/benchmarks/layernorm: a training step, 512 MiB inputs), us,
+// 512 -> 1024 (2026-11-29e): LayerNorm float32 rows of 65536 818 -> 584, bfloat16 131072 950 ->
+// 756; RMSNorm 560 -> 478 and 632 -> 570; the residual forms 658-1023 -> 627-811. Slices ->
+// 16 wide blocks (2026-11-29g, with the pushes of kBackwardClusterPushes; under cluster barriers
+// they went both ways), float32 131072 / bfloat16 262144: LayerNorm 588 -> 395 / 855 -> 543,
+// RMSNorm 802 -> 401 / 618 -> 441, add_layernorm 887 -> 630 / 960 -> 800, add_rmsnorm 1073 ->
+// 595 / 921 -> 655. Not kept: wide clusters from 4 blocks (float32 rows of 32768:
+// LayerNorm 519 -> 482 us, RMSNorm 416 -> 444).
 constexpr int kWideBackwardClusterThreads = 1024;
 
 // The backward's per-column sums (dy * xhat, and dy when it centers) of a thread's columns over
@@ -1645,7 +1649,10 @@ int64_t launch_backward_with(BackwardArgs<T, W> a, cudaStream_t stream,
       return partials;
     };
     if constexpr (kWideBackwardClusterThreads > 0) {
-      if (takes_sixteen_blocks(a.cols, kRegisterCols<T, true, kPack, 1>)) {
+      constexpr int64_t kNarrowCols = kRegisterCols<T, true, kPack, 1>;
+      constexpr int64_t kWideCols = kNarrowCols * kWideBackwardClusterThreads / kMaxRowThreads;
+      if (a.cols > kNarrowCols * (kMaxClusterBlocks / 2) &&
+          a.cols <= kWideCols * kMaxClusterBlocks) {
         const int64_t partials = launch_cluster(IntConstant<kWideBackwardClusterThreads>());
         if (partials > 0) return partials;
       }
