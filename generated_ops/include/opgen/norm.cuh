@@ -650,6 +650,10 @@ __global__ void __launch_bounds__(block_threads_for<kThreadsPerRow>(),
 // of 512 an SM).
 constexpr int kBackwardThreadsPerSm = 768;
 
+// Packs of a row a backward thread holds while it loads the next row's ahead: x and dy of two
+// rows in registers (kDeepBackwardClusters' threads hold twice as many and load none ahead).
+constexpr int kBackwardPacks = 2;
+
 // Rows past 8 backward blocks of 512 threads (float32 rows over 32768, bfloat16 over 65536) go to
 // clusters of up to 16 blocks of this many threads (0: off), one an SM at the same 64 registers a
 // thread, as the forward's kWideClusterThreads; so rows up to twice what 16 narrow blocks hold
@@ -663,6 +667,12 @@ constexpr int kBackwardThreadsPerSm = 768;
 // 595 / 921 -> 655. Not kept: wide clusters from 4 blocks (float32 rows of 32768:
 // LayerNorm 519 -> 482 us, RMSNorm 416 -> 444).
 constexpr int kWideBackwardClusterThreads = 1024;
+
+// float32 rows longer than kWideBackwardClusterThreads' clusters hold (past 131072) go to clusters
+// of up to 16 such blocks whose threads hold twice the packs (kBackwardPacks) and load each row
+// where it starts: a row read from DRAM once, up to 262144 values (false: the slices kernel).
+// 16-bit rows are left out: their column sums at 32 values a thread need 256 KB a block.
+constexpr bool kDeepBackwardClusters = true;
 
 // The backward's per-column sums (dy * xhat, and dy when it centers) of a thread's columns over
 // its rows live in dynamic shared memory, not registers: kSums arrays of kBlockThreads *
@@ -778,7 +788,8 @@ __global__ void __launch_bounds__(
   // backward kernel: bfloat16 rows of 8192 620 -> 562 us, 32768 655 -> 628 us; float32 rows of 4096
   // and 32768 within 1%). Without a residual the same change measured 3% slower at rows of 32768
   // and 3% faster at 65536-131072: those keep loading ahead.
-  constexpr bool kLoadAhead = !(kResidual && kAtRegisterCap<kBlockThreads>);
+  constexpr bool kLoadAhead =
+      !(kResidual && kAtRegisterCap<kBlockThreads>) && kPacks <= kBackwardPacks;
   // Blocks at the register cap (kAtRegisterCap) add a pack's column sums before its dx, a
   // vector of slots at a time (xhat computed again there), rather than from the dx loop's values,
   // which kept 16 more floats live a pack: bfloat16 LayerNorm spilled 28 bytes a thread that way
@@ -1259,7 +1270,7 @@ constexpr int kColsPerThreadMin = kPack == 1 ? 2 : (kBackward ? 2 : 8 / kInputs)
 
 template <bool kBackward, int kPack, int kInputs>
 constexpr int kColsPerThreadMax = kPack == 1 ? (kBackward ? 8 : kRegisterRowColsPerThread)
-                                             : (kBackward ? 2 : 8 / kInputs) * kPack;
+                                             : (kBackward ? kBackwardPacks : 8 / kInputs) * kPack;
 
 // double runs one value a thread step on at most 128 threads a row: correct, not tuned.
 template <typename T>
@@ -1625,9 +1636,10 @@ int64_t launch_backward_with(BackwardArgs<T, W> a, cudaStream_t stream,
   if constexpr (kPack > 1) {
     // Up to 16 blocks' registers in a cluster on sm_90: the row is read from DRAM once. Returns
     // the partial rows written, 0 where no cluster of kBlockThreads-thread blocks holds the row.
-    constexpr int kColsPerThread = kColsPerThreadMax<true, kPack, 1>;
-    const auto launch_cluster = [&](auto block_threads) -> int64_t {
+    constexpr int kPackedCols = kColsPerThreadMax<true, kPack, 1>;
+    const auto launch_cluster = [&](auto block_threads, auto cols_per_thread) -> int64_t {
       constexpr int kBlockThreads = decltype(block_threads)::value;
+      constexpr int kColsPerThread = decltype(cols_per_thread)::value;
       constexpr auto kernel =
           backward_rows_kernel<T, W, kCentered, kResidual, kPack, kColsPerThread, kBlockThreads>;
       constexpr size_t kSmem =
@@ -1653,12 +1665,19 @@ int64_t launch_backward_with(BackwardArgs<T, W> a, cudaStream_t stream,
       constexpr int64_t kWideCols = kNarrowCols * kWideBackwardClusterThreads / kMaxRowThreads;
       if (a.cols > kNarrowCols * (kMaxClusterBlocks / 2) &&
           a.cols <= kWideCols * kMaxClusterBlocks) {
-        const int64_t partials = launch_cluster(IntConstant<kWideBackwardClusterThreads>());
+        const int64_t partials =
+            launch_cluster(IntConstant<kWideBackwardClusterThreads>(), IntConstant<kPackedCols>());
         if (partials > 0) return partials;
       }
     }
-    const int64_t partials = launch_cluster(IntConstant<kMaxRowThreads>());
+    const int64_t partials =
+        launch_cluster(IntConstant<kMaxRowThreads>(), IntConstant<kPackedCols>());
     if (partials > 0) return partials;
+    if constexpr (kDeepBackwardClusters && kWideBackwardClusterThreads > 0 && sizeof(T) == 4) {
+      const int64_t deep = launch_cluster(IntConstant<kWideBackwardClusterThreads>(),
+                                          IntConstant<2 * kPackedCols>());
+      if (deep > 0) return deep;
+    }
   }
   if constexpr (kPack > 1) {
     // The slices kernel; 0 where no plan fits.
