@@ -44,6 +44,10 @@ python3 -m pip install -q --no-deps --no-build-isolation -e "$repo" >/dev/null 2
 } | tee "$OUT/machine.log"
 
 cd "$work"
+# A warm machine's workspace keeps its rendered ops, so its shared headers are refreshed from the
+# tree here: a second call once built nothing and measured the previous call's norm.cuh
+# (2026-11-29g). Changed headers then rebuild what includes them.
+[ -d generated_ops/include ] && cp -r "$repo/template/workspace/include/." generated_ops/include/
 for op in "${ops[@]}"; do
   [ -d "generated_ops/$op" ] && continue
   case $op in
