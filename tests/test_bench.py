@@ -236,3 +236,21 @@ def test_print_table_moves_the_widths_every_shape_shares_into_the_title(capsys: 
     assert "shapes Nx100-128-64-10" in printed and "4194304x" not in printed
     for cell in ("vs compile", "4194304", "432.0", "7.25x", "5.70x"):
         assert cell in printed, cell
+
+
+def test_plot_draws_a_panel_per_direction_and_dtype_into_a_png(tmp_path: Path) -> None:
+    report = bench.Report(op="demo", environment={"torch": torch.__version__, "cpu": "test"})
+    for direction in ("forward", "forward+backward"):
+        for contender, gbps in (("opgen", 900.0), ("eager", 450.0)):
+            for workload in ("1024x128", "1024x4096"):
+                report.measurements.append(
+                    bench.Measurement("demo", direction, contender, workload, "float32", "cpu", 1, 8, 1.0, gbps)
+                )
+    path = tmp_path / "demo.png"
+    bench.plot(report, path)
+    from PIL import Image  # matplotlib's own dependency
+
+    with Image.open(path) as image:
+        assert image.format == "PNG"
+        # two panels side by side at 7 x 4.5 inches each, 120 dpi
+        assert image.size == (14 * 120, int(4.5 * 120))
