@@ -13,17 +13,18 @@
 // writes one partial row, and a second small kernel (reduce.cuh's sum_partials) adds the partial
 // rows in a fixed order. Same inputs, same bits.
 //
-// Paths by row length, as in the row engine: rows sit in the registers of a few lanes, a warp,
-// or up to 16 warps (16-byte path: up to 16384 float32 or 32768 bfloat16 values forward, half that
+// Paths by row length, as in the row engine: rows sit in the registers of a few lanes, a warp, or
+// up to 16 warps (16-byte path: up to 16384 float32 or 32768 bfloat16 values forward, half that
 // with a residual; 4096 or 8192 backward, which holds x, dy, the next row's x and dy, and the two
 // gradient accumulators); longer rows are split over a cluster of blocks on sm_90 and read from
-// DRAM once: forward up to 16 times a block's row (a residual's clusters hold as much of each
-// input as a plain row's, see kClusterResidualPacks; where 16 blocks would be needed, 8 blocks of
-// 1024 threads, see kWideClusterThreads), backward up to 32 times (past 8 blocks, up to 16 of 1024
-// threads, see kWideBackwardClusterThreads). Anything longer reads the row twice, a block per row
-// (backward: a cluster per row, each block a slice of its columns). Values are held in registers
-// as loaded (Raw packs) and widened where used, so a thread keeps 128 bytes of loads in flight
-// forward; the backward's blocks loop over rows and load each next row ahead.
+// DRAM once: forward up to 16 times a block's row (a residual's clusters hold as much of each input
+// as a plain row's, see kClusterResidualPacks; where 16 blocks would be needed, 8 blocks of 1024
+// threads, see kWideClusterThreads), backward up to 32 times (past 8 blocks, up to 16 of 1024
+// threads, see kWideBackwardClusterThreads; float32 64 times, see kDeepBackwardClusters). Anything
+// longer reads the row twice, a block per row (backward: a cluster per row, each block a slice of
+// its columns). Values are held in registers as loaded (Raw packs) and widened where used, so a
+// thread keeps 128 bytes of loads in flight forward; the backward's blocks loop over rows and load
+// each next row ahead.
 #pragma once
 
 #include <ATen/OpMathType.h>
@@ -791,7 +792,8 @@ __global__ void __launch_bounds__(
   // where it starts spills none and measured faster on an H200 (2026-11-25, a training step's
   // backward kernel: bfloat16 rows of 8192 620 -> 562 us, 32768 655 -> 628 us; float32 rows of 4096
   // and 32768 within 1%). Without a residual the same change measured 3% slower at rows of 32768
-  // and 3% faster at 65536-131072: those keep loading ahead.
+  // and 3% faster at 65536-131072: those keep loading ahead. Deep clusters' threads
+  // (kDeepBackwardClusters) hold twice the packs instead of a row loaded ahead.
   constexpr bool kLoadAhead =
       !(kResidual && kAtRegisterCap<kBlockThreads>) && kPacks <= kBackwardPacks;
   // Blocks at the register cap (kAtRegisterCap) add a pack's column sums before its dx, a
