@@ -2,8 +2,8 @@
 # Prepared in 2026-11-29g, not run. Is L1's size what LayerNorm's backward loses to RMSNorm's?
 # LayerNorm's column sums take twice RMSNorm's shared memory (bfloat16 blocks of 512: 80 against
 # 48 KB, two an SM): if the driver picks the smallest carveout that holds two blocks, that leaves
-# it less L1 (about 92 against 156 KB), where the rows' loads land; dropping the bias sums' adds but not their memory cost it
-# only 1-10% (`-norm-ln-nobias-sums-probe-normtimes.log`). Two variants, built beside the tree and
+# it less L1 (about 92 against 156 KB), where the rows' loads land; dropping the bias sums' adds
+# but not their memory cost it only 1-10% (`-norm-ln-nobias-sums-probe-normtimes.log`). Two variants, built beside the tree and
 # timed before it (the training step kernel by kernel):
 #   `-norm-carveout-max-variant.diff`: every kernel asks for the largest carveout (smallest L1):
 #     RMSNorm slowing to LayerNorm's times says L1 matters;
