@@ -3,8 +3,8 @@
 # LayerNorm's column sums take twice RMSNorm's shared memory (bfloat16 blocks of 512: 80 against
 # 48 KB, two an SM): if the driver picks the smallest carveout that holds two blocks, that leaves
 # it less L1 (about 92 against 156 KB), where the rows' loads land; dropping the bias sums' adds
-# but not their memory cost it only 1-10% (`-norm-ln-nobias-sums-probe-normtimes.log`). Two variants, built beside the tree and
-# timed before it (the training step kernel by kernel):
+# but not their memory cost it only 1-10% (`-norm-ln-nobias-sums-probe-normtimes.log`). Two
+# variants, built beside the tree and timed before it (the training step kernel by kernel):
 #   `-norm-carveout-max-variant.diff`: every kernel asks for the largest carveout (smallest L1):
 #     RMSNorm slowing to LayerNorm's times says L1 matters;
 #   `-norm-backward-ldcg-variant.diff`: the backward's row loads through L2 only (ld.global.cg,
