@@ -18,7 +18,8 @@
 #             NORMTIMES_VARIANTS first (see below), then for this tree (NORMTIMES_FORWARD=1: the
 #             forward only, against eager and a copy, scripts/norm_forward_times.py)
 # Device time is scarce, so one call does it all; logs and results land in $OUT. The workspace
-# lives in $GPU_WORK (default /tmp/opgen-gpu), so a second call on a warm machine rebuilds nothing.
+# lives in $GPU_WORK (default /tmp/opgen-gpu), so a second call on a warm machine rebuilds only
+# what the tree changed (its shared headers are refreshed from template/workspace/include).
 #
 #   bash scripts/gpu_session.sh MODES [OPS...]     (MODES: comma-separated, e.g. test,sanitize;
 #                                                  default OPS: softmax relu gelu my_op row_op)
@@ -96,9 +97,9 @@ if has_mode mlpquick && [ -n "${MLPQUICK_VARIANTS:-}" ]; then
 fi
 # NORMTIMES_VARIANTS (normtimes): norm.cuh with some of its constants changed, a variant a word,
 # its assignments separated by commas (e.g. "kSliceBatch=4 kLongRowThreads=256,kSliceBatch=4"),
-# or a word naming a diff (relative to the repo, of generated_ops/include/..., ending in .diff)
-# applied to the copy; each is built beside the main build in a copy of the workspace and timed
-# before it.
+# any of which may instead name a diff (relative to the repo, of generated_ops/include/...,
+# ending in .diff) applied to the copy first (e.g. "v.diff,kOptX=4"); each is built beside the
+# main build in a copy of the workspace and timed before it.
 # NORMTIMES_OPS: the ops timed (and built in the variants' copies); default: all named.
 read -r -a norm_variants <<< "${NORMTIMES_VARIANTS:-}"
 read -r -a norm_timed <<< "${NORMTIMES_OPS:-${ops[*]}}"
@@ -107,9 +108,10 @@ for i in "${!norm_variants[@]}"; do
   vwork="$work-norm-variant-$i"; rm -rf "$vwork"; mkdir -p "$vwork"
   cp -r generated_ops "$vwork/" || exit 1
   header="$vwork/generated_ops/include/opgen/norm.cuh"
-  if [[ ${norm_variants[$i]} == *.diff ]]; then
-    ( cd "$vwork" && git apply "$repo/${norm_variants[$i]}" ) || { echo "${norm_variants[$i]} does not apply"; exit 2; }
-  fi
+  for part in ${norm_variants[$i]//,/ }; do
+    [[ $part == *.diff ]] || continue
+    ( cd "$vwork" && git apply "$repo/$part" ) || { echo "$part does not apply"; exit 2; }
+  done
   for assignment in ${norm_variants[$i]//,/ }; do
     [[ $assignment == *.diff ]] && continue
     name=${assignment%%=*}
