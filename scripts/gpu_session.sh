@@ -47,7 +47,8 @@ python3 -m pip install -q --no-deps --no-build-isolation -e "$repo" >/dev/null 2
 cd "$work"
 # A warm machine's workspace keeps its rendered ops, so its shared headers are refreshed from the
 # tree here: a second call once built nothing and measured the previous call's norm.cuh
-# (2026-11-29g). Changed headers then rebuild what includes them.
+# (2026-11-29g). Changed headers then rebuild what includes them. An op's own rendered files are
+# kept as they are: after a change to an op's template, start from an empty $GPU_WORK.
 [ -d generated_ops/include ] && cp -r "$repo/template/workspace/include/." generated_ops/include/
 for op in "${ops[@]}"; do
   [ -d "generated_ops/$op" ] && continue
