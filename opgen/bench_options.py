@@ -9,6 +9,7 @@ process, which parses them again with the same parser. No torch here: the CLI st
 from __future__ import annotations
 
 import argparse
+import importlib.util
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -46,6 +47,9 @@ def forwarded(op: str, args: Sequence[str]) -> list[str]:
     """``args`` checked against the options (SystemExit 2 with usage if wrong), paths made absolute."""
     options = parser(op)
     parsed = options.parse_args(list(args))
+    # The plot is drawn after every measurement: a missing matplotlib is said now, not minutes later.
+    if parsed.plot is not None and importlib.util.find_spec("matplotlib") is None:
+        options.error("--plot needs matplotlib, which this Python lacks: python3 -m pip install matplotlib")
     argv: list[str] = []
     for action in options._actions:
         if not action.option_strings or action.dest == "help":

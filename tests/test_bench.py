@@ -201,6 +201,22 @@ def test_bench_options_are_checked_once_and_their_paths_travel_absolute(
     assert CliRunner().invoke(cli.app, ["bench", "relu", "--dtype", "int8"]).exit_code == 2
 
 
+def test_a_plot_without_matplotlib_is_bad_usage_before_anything_runs(monkeypatch: pytest.MonkeyPatch) -> None:
+    import importlib.util
+
+    from opgen.bench_options import forwarded
+
+    assert forwarded("relu", ["--plot", "r.png"])[0] == "--plot"  # matplotlib is a dependency
+    real_find_spec = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: None if name == "matplotlib" else real_find_spec(name, *a)
+    )
+    with pytest.raises(SystemExit) as bad:
+        forwarded("relu", ["--plot", "r.png"])
+    assert bad.value.code == 2
+    assert forwarded("relu", ["--json", "r.json"])[0] == "--json"  # nothing asked of matplotlib without --plot
+
+
 def test_print_table_fits_80_columns_without_cutting_a_cell(capsys: pytest.CaptureFixture[str]) -> None:
     # What a GPU run prints (a device copy, "% copy", the longest labels): every cell whole in a
     # plain 80-column terminal, the one dtype in the title rather than a column.
