@@ -1667,9 +1667,9 @@ int64_t launch_backward_with(BackwardArgs<T, W> a, cudaStream_t stream,
       return partials;
     };
     if constexpr (kWideBackwardClusterThreads > 0) {
-      constexpr int64_t kNarrowCols = kRegisterCols<T, true, kPack, 1>;
-      constexpr int64_t kWideCols = kNarrowCols * kWideBackwardClusterThreads / kMaxRowThreads;
-      if (a.cols > kNarrowCols * (kMaxClusterBlocks / 2) &&
+      // Past 8 narrow blocks, up to 16 wide ones.
+      constexpr int64_t kWideCols = int64_t{kWideBackwardClusterThreads} * kPackedCols;
+      if (a.cols > kRegisterCols<T, true, kPack, 1> * (kMaxClusterBlocks / 2) &&
           a.cols <= kWideCols * kMaxClusterBlocks) {
         const int64_t partials =
             launch_cluster(IntConstant<kWideBackwardClusterThreads>(), IntConstant<kPackedCols>());
