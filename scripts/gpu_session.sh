@@ -47,9 +47,14 @@ python3 -m pip install -q --no-deps --no-build-isolation -e "$repo" >/dev/null 2
 cd "$work"
 # A warm machine's workspace keeps its rendered ops, so its shared headers are refreshed from the
 # tree here: a second call once built nothing and measured the previous call's norm.cuh
-# (2026-11-29g). Changed headers then rebuild what includes them. An op's own rendered files are
+# (2026-11-29g). Only the headers that differ are copied (a copy is a new mtime, which would
+# rebuild every op), so changed ones rebuild what includes them. An op's own rendered files are
 # kept as they are: after a change to an op's template, start from an empty $GPU_WORK.
-[ -d generated_ops/include ] && cp -r "$repo/template/workspace/include/." generated_ops/include/
+if [ -d generated_ops/include/opgen ]; then
+  for header in "$repo"/template/workspace/include/opgen/*; do
+    cmp -s "$header" "generated_ops/include/opgen/${header##*/}" || cp "$header" generated_ops/include/opgen/
+  done
+fi
 for op in "${ops[@]}"; do
   [ -d "generated_ops/$op" ] && continue
   case $op in
