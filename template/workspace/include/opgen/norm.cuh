@@ -226,8 +226,14 @@ __device__ __forceinline__ void load_parameter(M (&v)[kPack], const W* param, in
 // 498; RMSNorm bfloat16 131072 586 -> 417; the residual forms 5-20% faster but add_rmsnorm float32
 // rows of 131072-262144 (within 1%). The forward has no loads in flight at its reduction: pushes
 // there went both ways (LayerNorm bfloat16 rows of 131072 326 -> 358 us, add_layernorm bfloat16
-// 32768 589 -> 552), as in 2026-11-25d, so it keeps the barriers.
+// 32768 589 -> 552), as in 2026-11-25d, so its blocks of 512 threads keep the barriers, two an SM,
+// each one's loads in flight while the other waits. Its wide clusters (kWideClusterThreads) take
+// the pushes: one block an SM, so no other block works while a barrier's fence and wait (which
+// also invalidates L1, CCTL.IVALL) hold it. The forward, float32 rows of 262144, barriers ->
+// pushes (2026-11-29h, two H200 calls): LayerNorm 428 -> 396 and 425 -> 390 us, RMSNorm 379 ->
+// 351 and 378 -> 350, add_layernorm 675 -> 661.
 constexpr bool kForwardClusterPushes = false;
+constexpr bool kForwardWideClusterPushes = true;
 constexpr bool kBackwardClusterPushes = true;
 
 // What a block keeps in shared memory for its cluster's rows: the mailbox the pushes land in, or
@@ -530,8 +536,9 @@ constexpr bool takes_sixteen_blocks(int64_t cols, int64_t block_cols) {
   return cols > block_cols * (kMaxClusterBlocks / 2) && cols <= block_cols * kMaxClusterBlocks;
 }
 
+// kPushes: its cluster reductions by pushes (kForwardClusterPushes, kForwardWideClusterPushes).
 template <typename T, typename W, bool kCentered, bool kResidual, int kPack, int kColsPerThread,
-          int kThreadsPerRow>
+          int kThreadsPerRow, bool kPushes = kForwardClusterPushes>
 __global__ void __launch_bounds__(block_threads_for<kThreadsPerRow>(),
                                   kRowBlocksPerSm<T, kPack, block_threads_for<kThreadsPerRow>()>)
     forward_rows_kernel(ForwardArgs<T, W> a, int64_t slice_cols, int cluster_blocks) {
@@ -542,8 +549,8 @@ __global__ void __launch_bounds__(block_threads_for<kThreadsPerRow>(),
   static_assert(kColsPerThread % kPack == 0, "a thread holds whole packs");
   using State = StatisticsState<M, kCentered>;
   __shared__ State scratch[kBlockThreads / kWarpSize];
-  __shared__ ClusterShared<kForwardClusterPushes> cluster_shared;
-  ClusterRows<kForwardClusterPushes> cluster(cluster_shared, cluster_blocks);
+  __shared__ ClusterShared<kPushes> cluster_shared;
+  ClusterRows<kPushes> cluster(cluster_shared, cluster_blocks);
   const int lane = threadIdx.x % kThreadsPerRow;
   const int row_in_block = threadIdx.x / kThreadsPerRow;
   const int rank = blockIdx.x % cluster_blocks;
@@ -1495,9 +1502,10 @@ void launch_forward_with(const ForwardArgs<T, W>& a, cudaStream_t stream) {
     if constexpr (kWideClusterThreads > 0) {
       // Rows a cluster of 16 would take: a cluster of 8 wider blocks (kWideClusterThreads).
       if (takes_sixteen_blocks(a.cols, kBlockCols) &&
-          launch_forward_cluster<forward_rows_kernel<T, W, kCentered, kResidual, kPack,
-                                                     kColsPerThread, kWideClusterThreads>,
-                                 kWideClusterThreads>(a, kColsPerThread, stream))
+          launch_forward_cluster<
+              forward_rows_kernel<T, W, kCentered, kResidual, kPack, kColsPerThread,
+                                  kWideClusterThreads, kForwardWideClusterPushes>,
+              kWideClusterThreads>(a, kColsPerThread, stream))
         return;
     }
     if (launch_forward_cluster<
