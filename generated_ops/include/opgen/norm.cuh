@@ -228,10 +228,10 @@ __device__ __forceinline__ void load_parameter(M (&v)[kPack], const W* param, in
 // there went both ways (LayerNorm bfloat16 rows of 131072 326 -> 358 us, add_layernorm bfloat16
 // 32768 589 -> 552), as in 2026-11-25d, so its blocks of 512 threads keep the barriers, two an SM,
 // each one's loads in flight while the other waits. Its wide clusters (kWideClusterThreads) take
-// the pushes: one block an SM, so no other block works while a barrier's fence and wait (which
-// also invalidates L1, CCTL.IVALL) hold it. The forward, float32 rows of 262144, barriers ->
-// pushes (2026-11-29h, two H200 calls): LayerNorm 428 -> 396 and 425 -> 390 us, RMSNorm 379 ->
-// 351 and 378 -> 350, add_layernorm 675 -> 661.
+// the pushes: one block an SM, likely idled by a barrier's fence and wait (which also invalidates
+// L1, CCTL.IVALL) with no other block to fill it. The forward, float32 rows of 262144, barriers
+// -> pushes (2026-11-29h, three H200 calls): LayerNorm 428 -> 396, 425 -> 390, 419 -> 390 us;
+// RMSNorm 379 -> 351, 378 -> 350, 377 -> 351; add_layernorm 675 -> 661, 682 -> 656.
 constexpr bool kForwardClusterPushes = false;
 constexpr bool kForwardWideClusterPushes = true;
 constexpr bool kBackwardClusterPushes = true;
