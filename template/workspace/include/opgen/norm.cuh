@@ -234,6 +234,9 @@ __device__ __forceinline__ void load_parameter(M (&v)[kPack], const W* param, in
 // RMSNorm 379 -> 351, 378 -> 350, 377 -> 351; add_layernorm 675 -> 661, 682 -> 656.
 constexpr bool kForwardClusterPushes = false;
 constexpr bool kForwardWideClusterPushes = true;
+
+// See forward_params_ahead (0: off).
+constexpr int kForwardParamsAhead = 1;
 constexpr bool kBackwardClusterPushes = true;
 
 // What a block keeps in shared memory for its cluster's rows: the mailbox the pushes land in, or
@@ -536,6 +539,21 @@ constexpr bool takes_sixteen_blocks(int64_t cols, int64_t block_cols) {
   return cols > block_cols * (kMaxClusterBlocks / 2) && cols <= block_cols * kMaxClusterBlocks;
 }
 
+// Parameter packs a forward thread loads ahead of their use: 1 for RMSNorm's weight in x's
+// dtype at rows of a block of 512 threads or more (its one parameter fits beside the row; no
+// spills, nvcc 13.0, sm_90a), the rows measured (the forward, 2026-11-29h, H200:
+// float32 rows of 131072 321 -> 308 us, 262144 380 -> 346, bfloat16 262144 321 -> 313), none
+// otherwise: LayerNorm's weight and bias spilled 56-72 bytes a thread in float32 and ran 5-23%
+// slower, and float32 parameters of 16-bit rows spilled 308-320 bytes (nvcc 13.0, sm_90a).
+template <typename T, typename W, bool kCentered, bool kResidual, int kPack, int kPacks,
+          int kThreadsPerRow>
+constexpr int forward_params_ahead() {
+  return !kCentered && !kResidual && std::is_same_v<T, W> && kPack > 1 && kPacks >= 8 &&
+                 kThreadsPerRow >= kMaxRowThreads
+             ? kForwardParamsAhead
+             : 0;
+}
+
 // kPushes: its cluster reductions by pushes (kForwardClusterPushes, kForwardWideClusterPushes).
 template <typename T, typename W, bool kCentered, bool kResidual, int kPack, int kColsPerThread,
           int kThreadsPerRow, bool kPushes = kForwardClusterPushes>
@@ -597,24 +615,39 @@ __global__ void __launch_bounds__(block_threads_for<kThreadsPerRow>(),
     // filled one per pack took two PRMTs per 16-bit value: the bfloat16 LayerNorm forward spent
     // ~144 instructions on a pack of 8 outputs, ~70 now, and spilled 50 bytes a thread.)
     const auto write_row = [&](auto has_weight, auto has_bias) {
+      // The parameters' packs as loaded, widened where used (as v's): fewer live registers than
+      // widened copies in a kernel bounded to 64 a thread. Loaded kParamsAhead packs ahead of
+      // their use where forward_params_ahead says so; ptxas issues a load only after the
+      // previous pack's store otherwise, an L2 round trip a pack in series.
+      constexpr int kAhead =
+          forward_params_ahead<T, W, kCentered, kResidual, kPack, kPacks, kThreadsPerRow>();
+      Raw<W, kPack> w[kPacks];
+      Raw<W, kPack> b[kPacks];
+      const auto load_params = [&](int p, bool valid) {
+        const int64_t col = pack_col<kPack, kThreadsPerRow>(p, lane);
+        if constexpr (decltype(has_weight)::value)
+          w[p] = load_raw<W, kPack>(a.weight + slice_begin + col, valid);
+        if constexpr (decltype(has_bias)::value)
+          b[p] = load_raw<W, kPack>(a.bias + slice_begin + col, valid);
+      };
+      const auto in_row = [&](int p) {
+        return pack_col<kPack, kThreadsPerRow>(p, lane) < slice_length;
+      };
+#pragma unroll
+      for (int p = 0; p < kAhead; ++p) load_params(p, in_row(p));
 #pragma unroll
       for (int p = 0; p < kPacks; ++p) {
+        if constexpr (kAhead > 0)
+          if (p + kAhead < kPacks) load_params(p + kAhead, in_row(p + kAhead));
         const int64_t col = pack_col<kPack, kThreadsPerRow>(p, lane);
         if (col < slice_length) {
-          // The parameters' packs as loaded, widened where used (as v's): fewer live registers
-          // than widened copies in a kernel bounded to 64 a thread.
-          Raw<W, kPack> w;
-          Raw<W, kPack> b;
-          if constexpr (decltype(has_weight)::value)
-            w = load_raw<W, kPack>(a.weight + slice_begin + col, true);
-          if constexpr (decltype(has_bias)::value)
-            b = load_raw<W, kPack>(a.bias + slice_begin + col, true);
+          if constexpr (kAhead == 0) load_params(p, true);
           M out[kPack];
 #pragma unroll
           for (int j = 0; j < kPack; ++j) {
             M value = (value_of<M>(v[p], j) - mean) * rstd;
-            if constexpr (decltype(has_weight)::value) value *= value_of<M>(w, j);
-            if constexpr (decltype(has_bias)::value) value += value_of<M>(b, j);
+            if constexpr (decltype(has_weight)::value) value *= value_of<M>(w[p], j);
+            if constexpr (decltype(has_bias)::value) value += value_of<M>(b[p], j);
             out[j] = value;
           }
           store_pack_global<T, kPack>(a.y + offset + col, narrow<T>(out));
