@@ -234,9 +234,6 @@ __device__ __forceinline__ void load_parameter(M (&v)[kPack], const W* param, in
 // RMSNorm 379 -> 351, 378 -> 350, 377 -> 351; add_layernorm 675 -> 661, 682 -> 656.
 constexpr bool kForwardClusterPushes = false;
 constexpr bool kForwardWideClusterPushes = true;
-
-// See forward_params_ahead (0: off).
-constexpr int kForwardParamsAhead = 1;
 constexpr bool kBackwardClusterPushes = true;
 
 // What a block keeps in shared memory for its cluster's rows: the mailbox the pushes land in, or
@@ -539,12 +536,16 @@ constexpr bool takes_sixteen_blocks(int64_t cols, int64_t block_cols) {
   return cols > block_cols * (kMaxClusterBlocks / 2) && cols <= block_cols * kMaxClusterBlocks;
 }
 
-// Parameter packs a forward thread loads ahead of their use: 1 for RMSNorm's weight in x's
-// dtype at rows of a block of 512 threads or more (its one parameter fits beside the row; no
-// spills, nvcc 13.0, sm_90a), the rows measured (the forward, 2026-11-29h, H200:
-// float32 rows of 131072 321 -> 308 us, 262144 380 -> 346, bfloat16 262144 321 -> 313), none
-// otherwise: LayerNorm's weight and bias spilled 56-72 bytes a thread in float32 and ran 5-23%
-// slower, and float32 parameters of 16-bit rows spilled 308-320 bytes (nvcc 13.0, sm_90a).
+// Parameter packs a forward thread loads ahead of their use (forward_params_ahead; 0: none).
+// Without it ptxas issues each pack's parameter loads only after the previous pack's store: an L2
+// round trip a pack, in series, for rows over clusters (whose barriers invalidate L1).
+constexpr int kForwardParamsAhead = 1;
+
+// kForwardParamsAhead for RMSNorm's weight in x's dtype at rows of a block of 512 threads or more
+// (its one parameter fits beside the row: no spills, nvcc 13.0, sm_90a). The forward on an H200
+// (2026-11-29h), us: bfloat16 rows of 262144 333 -> 310, float32 131072 326 -> 306, 262144 349
+// -> 321, 1-3% elsewhere. None otherwise: LayerNorm's weight and bias spilled 56-72 bytes a
+// thread in float32 and ran 5-23% slower, float32 parameters of 16-bit rows spilled 308-320.
 template <typename T, typename W, bool kCentered, bool kResidual, int kPack, int kPacks,
           int kThreadsPerRow>
 constexpr int forward_params_ahead() {
@@ -616,9 +617,8 @@ __global__ void __launch_bounds__(block_threads_for<kThreadsPerRow>(),
     // ~144 instructions on a pack of 8 outputs, ~70 now, and spilled 50 bytes a thread.)
     const auto write_row = [&](auto has_weight, auto has_bias) {
       // The parameters' packs as loaded, widened where used (as v's): fewer live registers than
-      // widened copies in a kernel bounded to 64 a thread. Loaded kParamsAhead packs ahead of
-      // their use where forward_params_ahead says so; ptxas issues a load only after the
-      // previous pack's store otherwise, an L2 round trip a pack in series.
+      // widened copies in a kernel bounded to 64 a thread; kAhead packs ahead of their use
+      // (forward_params_ahead), else each where it is used.
       constexpr int kAhead =
           forward_params_ahead<T, W, kCentered, kResidual, kPack, kPacks, kThreadsPerRow>();
       Raw<W, kPack> w[kPacks];
