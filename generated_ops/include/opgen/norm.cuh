@@ -544,20 +544,46 @@ constexpr int kForwardParamsAhead = 1;
 // kForwardParamsAhead for RMSNorm's weight in x's dtype at rows of a block of 512 threads or more
 // (its one parameter fits beside the row: no spills, nvcc 13.0, sm_90a). The forward on an H200
 // (2026-11-29h), us: bfloat16 rows of 262144 333 -> 310, float32 131072 326 -> 306, 262144 349
-// -> 321, 1-3% elsewhere. None otherwise: LayerNorm's weight and bias spilled 56-72 bytes a
-// thread in float32 and ran 5-23% slower, float32 parameters of 16-bit rows spilled 308-320.
+// -> 321, 1-3% elsewhere. Likewise LayerNorm's weight where its bias is in shared memory
+// (kBiasStaged: forward_staged_bias). None otherwise: LayerNorm's weight and bias both ahead
+// spilled 56-72 bytes a thread in float32 and ran 5-23% slower, float32 parameters of 16-bit rows
+// spilled 308-320.
 template <typename T, typename W, bool kCentered, bool kResidual, int kPack, int kPacks,
-          int kThreadsPerRow>
+          int kThreadsPerRow, bool kBiasStaged = false>
 constexpr int forward_params_ahead() {
-  return !kCentered && !kResidual && std::is_same_v<T, W> && kPack > 1 && kPacks >= 8 &&
-                 kThreadsPerRow >= kMaxRowThreads
+  return (!kCentered || kBiasStaged) && !kResidual && std::is_same_v<T, W> && kPack > 1 &&
+                 kPacks >= 8 && kThreadsPerRow >= kMaxRowThreads
              ? kForwardParamsAhead
              : 0;
 }
 
+// Whether a LayerNorm forward block over clusters keeps its slice of the bias in shared memory
+// for all its rows (each thread its own packs' slots), so that, with its weight loaded a pack
+// ahead (forward_params_ahead), neither parameter is an L2 round trip in each pack's chain:
+// float32 rows without a residual, where the bias of its blocks an SM fits kStagedBiasBudget.
+// The forward on an H200 (docs/benchmarks/layernorm, 2026-11-29i), us, without -> with: float32
+// rows of 32768 299 -> 296, 65536 316 -> 305, 131072 348 -> 312, 262144 392 -> 337. bfloat16
+// rows (8 bytes a thread spilled at 512 threads) went both ways, 65536 308 -> 320 and 262144 341
+// -> 341, and keep loading both where used. Keeping the weight in shared memory as well does not
+// fit two blocks an SM, and the weight alone there (the bias from L2) changed nothing.
+constexpr bool kStagedForwardBias = true;
+constexpr size_t kStagedBiasBudget = 160 * 1024;  // bytes an SM
+
+template <typename T, typename W, bool kCentered, bool kResidual, int kPack, int kBlockThreads,
+          int kColsPerThread>
+constexpr bool forward_staged_bias() {
+  return kStagedForwardBias && kCentered && !kResidual && std::is_same_v<T, float> &&
+         kBlockThreads >= kMaxRowThreads &&
+         size_t{kBlockThreads} * kColsPerThread * sizeof(W) *
+                 kRowBlocksPerSm<T, kPack, kBlockThreads> <=
+             kStagedBiasBudget;
+}
+
 // kPushes: its cluster reductions by pushes (kForwardClusterPushes, kForwardWideClusterPushes).
+// kStaged: a cluster launch, whose blocks loop over rows: it keeps the bias in shared memory
+// where forward_staged_bias says so (the host gives it the bytes).
 template <typename T, typename W, bool kCentered, bool kResidual, int kPack, int kColsPerThread,
-          int kThreadsPerRow, bool kPushes = kForwardClusterPushes>
+          int kThreadsPerRow, bool kPushes = kForwardClusterPushes, bool kStaged = false>
 __global__ void __launch_bounds__(block_threads_for<kThreadsPerRow>(),
                                   kRowBlocksPerSm<T, kPack, block_threads_for<kThreadsPerRow>()>)
     forward_rows_kernel(ForwardArgs<T, W> a, int64_t slice_cols, int cluster_blocks) {
@@ -576,6 +602,24 @@ __global__ void __launch_bounds__(block_threads_for<kThreadsPerRow>(),
   const int64_t slice_begin = rank * slice_cols;
   const int64_t slice_length = max(int64_t{0}, min(a.cols - slice_begin, slice_cols));
   const int64_t groups = gridDim.x / cluster_blocks;
+  constexpr bool kBiasStaged =
+      kStaged &&
+      forward_staged_bias<T, W, kCentered, kResidual, kPack, kBlockThreads, kColsPerThread>();
+  // The staged bias: pack p of thread t at p * kBlockThreads + t. Each thread reads only what it
+  // wrote: no barrier.
+  extern __shared__ __align__(kVectorBytes) unsigned char staged_bytes[];
+  [[maybe_unused]] Raw<W, kPack>* const staged_bias =
+      reinterpret_cast<Raw<W, kPack>*>(staged_bytes);
+  if constexpr (kBiasStaged) {
+    if (a.bias != nullptr) {
+#pragma unroll
+      for (int p = 0; p < kPacks; ++p) {
+        const int64_t col = pack_col<kPack, kThreadsPerRow>(p, lane);
+        staged_bias[p * kBlockThreads + threadIdx.x] =
+            load_raw<W, kPack>(a.bias + slice_begin + col, col < slice_length);
+      }
+    }
+  }
   cluster.open();
   // The whole block (cluster) steps together, so every thread reaches the barriers.
   for (int64_t first_row = blockIdx.x / cluster_blocks * kRowsPerBlock; first_row < a.rows;
@@ -619,29 +663,38 @@ __global__ void __launch_bounds__(block_threads_for<kThreadsPerRow>(),
       // The parameters' packs as loaded, widened where used (as v's): fewer live registers than
       // widened copies in a kernel bounded to 64 a thread; kAhead packs ahead of their use
       // (forward_params_ahead), else each where it is used.
-      constexpr int kAhead =
-          forward_params_ahead<T, W, kCentered, kResidual, kPack, kPacks, kThreadsPerRow>();
+      constexpr int kAhead = forward_params_ahead<T, W, kCentered, kResidual, kPack, kPacks,
+                                                  kThreadsPerRow, kBiasStaged>();
       Raw<W, kPack> w[kPacks];
       Raw<W, kPack> b[kPacks];
-      const auto load_params = [&](int p, bool valid) {
+      const auto load_weight = [&](int p, bool valid) {
         const int64_t col = pack_col<kPack, kThreadsPerRow>(p, lane);
         if constexpr (decltype(has_weight)::value)
           w[p] = load_raw<W, kPack>(a.weight + slice_begin + col, valid);
-        if constexpr (decltype(has_bias)::value)
-          b[p] = load_raw<W, kPack>(a.bias + slice_begin + col, valid);
+      };
+      const auto load_bias = [&](int p, bool valid) {
+        const int64_t col = pack_col<kPack, kThreadsPerRow>(p, lane);
+        if constexpr (decltype(has_bias)::value) {
+          if constexpr (kBiasStaged) {
+            b[p] = staged_bias[p * kBlockThreads + threadIdx.x];
+          } else {
+            b[p] = load_raw<W, kPack>(a.bias + slice_begin + col, valid);
+          }
+        }
       };
       const auto in_row = [&](int p) {
         return pack_col<kPack, kThreadsPerRow>(p, lane) < slice_length;
       };
 #pragma unroll
-      for (int p = 0; p < kAhead; ++p) load_params(p, in_row(p));
+      for (int p = 0; p < kAhead; ++p) load_weight(p, in_row(p));
 #pragma unroll
       for (int p = 0; p < kPacks; ++p) {
         if constexpr (kAhead > 0)
-          if (p + kAhead < kPacks) load_params(p + kAhead, in_row(p + kAhead));
+          if (p + kAhead < kPacks) load_weight(p + kAhead, in_row(p + kAhead));
         const int64_t col = pack_col<kPack, kThreadsPerRow>(p, lane);
         if (col < slice_length) {
-          if constexpr (kAhead == 0) load_params(p, true);
+          if constexpr (kAhead == 0) load_weight(p, true);
+          load_bias(p, true);
           M out[kPack];
 #pragma unroll
           for (int j = 0; j < kPack; ++j) {
@@ -1476,22 +1529,28 @@ constexpr int kClusterResidualPacks = 8;
 
 // Launches kKernel (blocks of kBlockThreads over clusters, each thread holding cols_per_thread
 // values of a row) on the smallest cluster that holds a row, if any does; false if none.
+// staged_bias: the kernel keeps the bias in shared memory (forward_staged_bias).
 template <auto kKernel, int kBlockThreads, typename T, typename W>
-bool launch_forward_cluster(const ForwardArgs<T, W>& a, int cols_per_thread, cudaStream_t stream) {
+bool launch_forward_cluster(const ForwardArgs<T, W>& a, int cols_per_thread, cudaStream_t stream,
+                            bool staged_bias = false) {
   constexpr int kPack = pack_size<T>();
-  const int cluster =
-      cluster_for<kKernel>(a.cols, int64_t{kBlockThreads} * cols_per_thread, kBlockThreads);
+  const size_t smem_bytes =
+      staged_bias ? size_t{kBlockThreads} * size_t(cols_per_thread) * sizeof(W) : 0;
+  if (smem_bytes > 0 && allow_smem<kKernel>() < smem_bytes) return false;
+  const int cluster = cluster_for<kKernel>(a.cols, int64_t{kBlockThreads} * cols_per_thread,
+                                           kBlockThreads, smem_bytes);
   if (cluster == 0) return false;
   const int64_t slice_cols = ceil_div(ceil_div(a.cols, cluster), kPack) * kPack;
   // As many clusters as the GPU holds at once, each looping over rows, rather than a cluster a
   // row: LayerNorm's forward on an H200 (2026-11-25, 512 MiB inputs) took bfloat16 rows of 131072
   // 394 -> 349 us, float32 rows of 65536 360 -> 329 us, 32768 332 -> 319 us (rows of 32768
   // bfloat16, and add_rmsnorm's at 32768, within the runs' spread).
-  const int64_t resident = active_clusters<kKernel>(cluster, kBlockThreads, 0);
+  const int64_t resident = active_clusters<kKernel>(cluster, kBlockThreads, smem_bytes);
   const int64_t clusters =
       std::clamp<int64_t>(resident > 0 ? resident : a.rows, 1,
                           std::min<int64_t>(a.rows, std::numeric_limits<int>::max() / cluster));
-  launch_grid(kKernel, Launch{clusters * cluster, cluster, slice_cols, kBlockThreads}, stream, a);
+  launch_grid(kKernel, Launch{clusters * cluster, cluster, slice_cols, kBlockThreads, smem_bytes},
+              stream, a);
   return true;
 }
 
@@ -1537,13 +1596,18 @@ void launch_forward_with(const ForwardArgs<T, W>& a, cudaStream_t stream) {
       if (takes_sixteen_blocks(a.cols, kBlockCols) &&
           launch_forward_cluster<
               forward_rows_kernel<T, W, kCentered, kResidual, kPack, kColsPerThread,
-                                  kWideClusterThreads, kForwardWideClusterPushes>,
-              kWideClusterThreads>(a, kColsPerThread, stream))
+                                  kWideClusterThreads, kForwardWideClusterPushes, true>,
+              kWideClusterThreads>(a, kColsPerThread, stream,
+                                   forward_staged_bias<T, W, kCentered, kResidual, kPack,
+                                                       kWideClusterThreads, kColsPerThread>()))
         return;
     }
     if (launch_forward_cluster<
-            forward_rows_kernel<T, W, kCentered, kResidual, kPack, kColsPerThread, kMaxRowThreads>,
-            kMaxRowThreads>(a, kColsPerThread, stream))
+            forward_rows_kernel<T, W, kCentered, kResidual, kPack, kColsPerThread, kMaxRowThreads,
+                                kForwardClusterPushes, true>,
+            kMaxRowThreads>(a, kColsPerThread, stream,
+                            forward_staged_bias<T, W, kCentered, kResidual, kPack, kMaxRowThreads,
+                                                kColsPerThread>()))
       return;
   }
   // Longer still: a block per row reads it twice, the second time from L2 where it still is.
