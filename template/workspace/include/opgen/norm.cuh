@@ -545,14 +545,15 @@ constexpr int kForwardParamsAhead = 1;
 // (its one parameter fits beside the row: no spills, nvcc 13.0, sm_90a). The forward on an H200
 // (2026-11-29h), us: bfloat16 rows of 262144 333 -> 310, float32 131072 326 -> 306, 262144 349
 // -> 321, 1-3% elsewhere. Likewise LayerNorm's weight where its bias is in shared memory
-// (kBiasStaged: forward_staged_bias). None otherwise: LayerNorm's weight and bias both ahead
-// spilled 56-72 bytes a thread in float32 and ran 5-23% slower, float32 parameters of 16-bit rows
-// spilled 308-320.
-template <typename T, typename W, bool kCentered, bool kResidual, int kPack, int kPacks,
-          int kThreadsPerRow, bool kBiasStaged = false>
+// (kBiasStaged: forward_staged_bias), and the residual forms': add_rmsnorm float32 rows of 262144
+// 617 -> 593 us, bfloat16 within 1% (2026-11-29i). None otherwise: LayerNorm's weight and bias
+// both ahead spilled 56-72 bytes a thread in float32 and ran 5-23% slower, float32 parameters of
+// 16-bit rows spilled 308-320.
+template <typename T, typename W, bool kCentered, int kPack, int kPacks, int kThreadsPerRow,
+          bool kBiasStaged = false>
 constexpr int forward_params_ahead() {
-  return (!kCentered || kBiasStaged) && !kResidual && std::is_same_v<T, W> && kPack > 1 &&
-                 kPacks >= 8 && kThreadsPerRow >= kMaxRowThreads
+  return (!kCentered || kBiasStaged) && std::is_same_v<T, W> && kPack > 1 && kPacks >= 8 &&
+                 kThreadsPerRow >= kMaxRowThreads
              ? kForwardParamsAhead
              : 0;
 }
@@ -560,19 +561,19 @@ constexpr int forward_params_ahead() {
 // Whether a LayerNorm forward block over clusters keeps its slice of the bias in shared memory
 // for all its rows (each thread its own packs' slots), so that, with its weight loaded a pack
 // ahead (forward_params_ahead), neither parameter is an L2 round trip in each pack's chain:
-// float32 rows without a residual, where the bias of its blocks an SM fits kStagedBiasBudget.
-// The forward on an H200 (docs/benchmarks/layernorm, 2026-11-29i), us, without -> with: float32
-// rows of 32768 299 -> 296, 65536 316 -> 305, 131072 348 -> 312, 262144 392 -> 337. bfloat16
-// rows (8 bytes a thread spilled at 512 threads) went both ways, 65536 308 -> 320 and 262144 341
-// -> 341, and keep loading both where used. Keeping the weight in shared memory as well does not
-// fit two blocks an SM, and the weight alone there (the bias from L2) changed nothing.
+// float32 rows, where the bias of its blocks an SM fits kStagedBiasBudget. The forward on an H200
+// (docs/benchmarks/layernorm, 2026-11-29i), us, without -> with: float32 rows of 32768 299 ->
+// 296, 65536 316 -> 305, 131072 348 -> 312, 262144 392 -> 337; add_layernorm 65536 570 -> 555,
+// 131072 599 -> 573, 262144 663 -> 598 (32768 the same). bfloat16 rows (8 bytes a thread spilled
+// at 512 threads) went both ways, 65536 308 -> 320 and 262144 341 -> 341, and keep loading both
+// where used. The weight in shared memory as well does not fit two blocks an SM, and the weight
+// alone there, the bias from L2, changed nothing.
 constexpr bool kStagedForwardBias = true;
 constexpr size_t kStagedBiasBudget = 160 * 1024;  // bytes an SM
 
-template <typename T, typename W, bool kCentered, bool kResidual, int kPack, int kBlockThreads,
-          int kColsPerThread>
+template <typename T, typename W, bool kCentered, int kPack, int kBlockThreads, int kColsPerThread>
 constexpr bool forward_staged_bias() {
-  return kStagedForwardBias && kCentered && !kResidual && std::is_same_v<T, float> &&
+  return kStagedForwardBias && kCentered && std::is_same_v<T, float> &&
          kBlockThreads >= kMaxRowThreads &&
          size_t{kBlockThreads} * kColsPerThread * sizeof(W) *
                  kRowBlocksPerSm<T, kPack, kBlockThreads> <=
@@ -603,8 +604,7 @@ __global__ void __launch_bounds__(block_threads_for<kThreadsPerRow>(),
   const int64_t slice_length = max(int64_t{0}, min(a.cols - slice_begin, slice_cols));
   const int64_t groups = gridDim.x / cluster_blocks;
   constexpr bool kBiasStaged =
-      kStaged &&
-      forward_staged_bias<T, W, kCentered, kResidual, kPack, kBlockThreads, kColsPerThread>();
+      kStaged && forward_staged_bias<T, W, kCentered, kPack, kBlockThreads, kColsPerThread>();
   // The staged bias: pack p of thread t at p * kBlockThreads + t. Each thread reads only what it
   // wrote: no barrier.
   extern __shared__ __align__(kVectorBytes) unsigned char staged_bytes[];
@@ -663,8 +663,8 @@ __global__ void __launch_bounds__(block_threads_for<kThreadsPerRow>(),
       // The parameters' packs as loaded, widened where used (as v's): fewer live registers than
       // widened copies in a kernel bounded to 64 a thread; kAhead packs ahead of their use
       // (forward_params_ahead), else each where it is used.
-      constexpr int kAhead = forward_params_ahead<T, W, kCentered, kResidual, kPack, kPacks,
-                                                  kThreadsPerRow, kBiasStaged>();
+      constexpr int kAhead =
+          forward_params_ahead<T, W, kCentered, kPack, kPacks, kThreadsPerRow, kBiasStaged>();
       Raw<W, kPack> w[kPacks];
       Raw<W, kPack> b[kPacks];
       const auto load_weight = [&](int p, bool valid) {
@@ -1597,17 +1597,17 @@ void launch_forward_with(const ForwardArgs<T, W>& a, cudaStream_t stream) {
           launch_forward_cluster<
               forward_rows_kernel<T, W, kCentered, kResidual, kPack, kColsPerThread,
                                   kWideClusterThreads, kForwardWideClusterPushes, true>,
-              kWideClusterThreads>(a, kColsPerThread, stream,
-                                   forward_staged_bias<T, W, kCentered, kResidual, kPack,
-                                                       kWideClusterThreads, kColsPerThread>()))
+              kWideClusterThreads>(
+              a, kColsPerThread, stream,
+              forward_staged_bias<T, W, kCentered, kPack, kWideClusterThreads, kColsPerThread>()))
         return;
     }
     if (launch_forward_cluster<
             forward_rows_kernel<T, W, kCentered, kResidual, kPack, kColsPerThread, kMaxRowThreads,
                                 kForwardClusterPushes, true>,
-            kMaxRowThreads>(a, kColsPerThread, stream,
-                            forward_staged_bias<T, W, kCentered, kResidual, kPack, kMaxRowThreads,
-                                                kColsPerThread>()))
+            kMaxRowThreads>(
+            a, kColsPerThread, stream,
+            forward_staged_bias<T, W, kCentered, kPack, kMaxRowThreads, kColsPerThread>()))
       return;
   }
   // Longer still: a block per row reads it twice, the second time from L2 where it still is.
