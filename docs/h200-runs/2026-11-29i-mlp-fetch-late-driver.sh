@@ -2,10 +2,12 @@
 # Prepared in 2026-11-29i, not run (no device time left). Issue 23: the Hopper MLP forward fetches
 # the next tile's x once its first layer's MMAs are issued instead of before
 # (`-mlp-fetch-late-variant.diff`, on template/workspace/include/opgen/mlp{,_hopper}.cuh). In the
-# SASS of mlp_seed's inference kernel (nvcc 13.0, sm_90a) the first HGMMA of a tile moves from
-# 389 instructions after the tile's wait for x to 61 (bfloat16, shared x: the fetch's swizzled
+# SASS listing of mlp_seed's inference kernel (nvcc 13.0, sm_90a) the first HGMMA of a tile moves
+# from 389 instructions after the tile's wait for x to 61 (bfloat16, shared x: the fetch's swizzled
 # cp.async addresses) and from 521 to 265 (TF32, x through registers; the training kernels 412 ->
-# 56 and 551 -> 258); no spills, no wgmma serialization warning; registers a thread, bfloat16
+# 56 and 551 -> 258). Those are listing distances: they include the partial and unaligned tiles'
+# branches, so a full tile's chain loses fewer executed instructions (the full-tile path is about
+# 10 a cp.async, 13 of them a lane in bfloat16); no spills, no wgmma serialization warning; registers a thread, bfloat16
 # training 154 -> 166, inference 166 -> 160, TF32 165/166 -> 167/167 (3 warpgroups allow 168).
 # Untimed, untested. Before the call, on the tree:
 #   git apply docs/h200-runs/2026-11-29i-mlp-fetch-late-variant.diff
