@@ -584,10 +584,10 @@ constexpr bool forward_staged_bias() {
 }
 
 // kPushes: its cluster reductions by pushes (kForwardClusterPushes, kForwardWideClusterPushes).
-// kStaged: a cluster launch, whose blocks loop over rows: it keeps the bias in shared memory
-// where forward_staged_bias says so (the host gives it the bytes).
+// kBiasStaged: it keeps the bias in shared memory for all its rows (forward_staged_bias; only
+// launch_forward_over_clusters sets it, and gives the block the bytes).
 template <typename T, typename W, bool kCentered, bool kResidual, int kPack, int kColsPerThread,
-          int kThreadsPerRow, bool kPushes = kForwardClusterPushes, bool kStaged = false>
+          int kThreadsPerRow, bool kPushes = kForwardClusterPushes, bool kBiasStaged = false>
 __global__ void __launch_bounds__(block_threads_for<kThreadsPerRow>(),
                                   kRowBlocksPerSm<T, kPack, block_threads_for<kThreadsPerRow>()>)
     forward_rows_kernel(ForwardArgs<T, W> a, int64_t slice_cols, int cluster_blocks) {
@@ -606,8 +606,6 @@ __global__ void __launch_bounds__(block_threads_for<kThreadsPerRow>(),
   const int64_t slice_begin = rank * slice_cols;
   const int64_t slice_length = max(int64_t{0}, min(a.cols - slice_begin, slice_cols));
   const int64_t groups = gridDim.x / cluster_blocks;
-  constexpr bool kBiasStaged =
-      kStaged && forward_staged_bias<T, W, kCentered, kPack, kBlockThreads, kColsPerThread>();
   // The staged bias: pack p of thread t at p * kBlockThreads + t. Each thread reads only what it
   // wrote: no barrier.
   extern __shared__ __align__(kVectorBytes) unsigned char staged_bytes[];
@@ -670,21 +668,23 @@ __global__ void __launch_bounds__(block_threads_for<kThreadsPerRow>(),
           forward_params_ahead<T, W, kCentered, kPack, kPacks, kThreadsPerRow, kBiasStaged>();
       Raw<W, kPack> w[kPacks];
       Raw<W, kPack> b[kPacks];
+      // Pack p's weight (zeros where not `valid`), and its bias where the pack is in the row.
       const auto load_weight = [&](int p, bool valid) {
         const int64_t col = pack_col<kPack, kThreadsPerRow>(p, lane);
         if constexpr (decltype(has_weight)::value)
           w[p] = load_raw<W, kPack>(a.weight + slice_begin + col, valid);
       };
-      const auto load_bias = [&](int p, bool valid) {
-        const int64_t col = pack_col<kPack, kThreadsPerRow>(p, lane);
+      const auto load_bias = [&](int p) {
         if constexpr (decltype(has_bias)::value) {
           if constexpr (kBiasStaged) {
             b[p] = staged_bias[p * kBlockThreads + threadIdx.x];
           } else {
-            b[p] = load_raw<W, kPack>(a.bias + slice_begin + col, valid);
+            const int64_t col = pack_col<kPack, kThreadsPerRow>(p, lane);
+            b[p] = load_raw<W, kPack>(a.bias + slice_begin + col, true);
           }
         }
       };
+      // Packs loaded ahead may be past the row's end.
       const auto in_row = [&](int p) {
         return pack_col<kPack, kThreadsPerRow>(p, lane) < slice_length;
       };
@@ -697,7 +697,7 @@ __global__ void __launch_bounds__(block_threads_for<kThreadsPerRow>(),
         const int64_t col = pack_col<kPack, kThreadsPerRow>(p, lane);
         if (col < slice_length) {
           if constexpr (kAhead == 0) load_weight(p, true);
-          load_bias(p, true);
+          load_bias(p);
           M out[kPack];
 #pragma unroll
           for (int j = 0; j < kPack; ++j) {
@@ -1557,6 +1557,20 @@ bool launch_forward_cluster(const ForwardArgs<T, W>& a, int cols_per_thread, cud
   return true;
 }
 
+// forward_rows_kernel over clusters of blocks of kBlockThreads, each thread holding
+// kColsPerThread values, with the bias in shared memory where forward_staged_bias says so: the
+// one place that decides it, for the kernel and for the bytes its blocks get.
+template <typename T, typename W, bool kCentered, bool kResidual, int kPack, int kColsPerThread,
+          int kBlockThreads, bool kPushes = kForwardClusterPushes>
+bool launch_forward_over_clusters(const ForwardArgs<T, W>& a, cudaStream_t stream) {
+  constexpr bool kBiasStaged =
+      forward_staged_bias<T, W, kCentered, kPack, kBlockThreads, kColsPerThread>();
+  return launch_forward_cluster<
+      forward_rows_kernel<T, W, kCentered, kResidual, kPack, kColsPerThread, kBlockThreads, kPushes,
+                          kBiasStaged>,
+      kBlockThreads>(a, kColsPerThread, stream, kBiasStaged);
+}
+
 // y = norm(x) * weight + bias for every row, and the rows' statistics; see ForwardArgs.
 template <typename T, typename W, bool kCentered, bool kResidual, int kPack>
 void launch_forward_with(const ForwardArgs<T, W>& a, cudaStream_t stream) {
@@ -1589,28 +1603,19 @@ void launch_forward_with(const ForwardArgs<T, W>& a, cudaStream_t stream) {
       // From 65536 up the 8 packs' smaller clusters pay: add_rmsnorm 83 -> 89 at 65536.
       constexpr int kUnspilledCols = kColsPerThreadMax<false, kPack, kInputs>;
       if (a.cols <= kBlockCols &&
-          launch_forward_cluster<forward_rows_kernel<T, W, kCentered, kResidual, kPack,
-                                                     kUnspilledCols, kMaxRowThreads>,
-                                 kMaxRowThreads>(a, kUnspilledCols, stream))
+          launch_forward_over_clusters<T, W, kCentered, kResidual, kPack, kUnspilledCols,
+                                       kMaxRowThreads>(a, stream))
         return;
     }
     if constexpr (kWideClusterThreads > 0) {
       // Rows a cluster of 16 would take: a cluster of 8 wider blocks (kWideClusterThreads).
       if (takes_sixteen_blocks(a.cols, kBlockCols) &&
-          launch_forward_cluster<
-              forward_rows_kernel<T, W, kCentered, kResidual, kPack, kColsPerThread,
-                                  kWideClusterThreads, kForwardWideClusterPushes, true>,
-              kWideClusterThreads>(
-              a, kColsPerThread, stream,
-              forward_staged_bias<T, W, kCentered, kPack, kWideClusterThreads, kColsPerThread>()))
+          launch_forward_over_clusters<T, W, kCentered, kResidual, kPack, kColsPerThread,
+                                       kWideClusterThreads, kForwardWideClusterPushes>(a, stream))
         return;
     }
-    if (launch_forward_cluster<
-            forward_rows_kernel<T, W, kCentered, kResidual, kPack, kColsPerThread, kMaxRowThreads,
-                                kForwardClusterPushes, true>,
-            kMaxRowThreads>(
-            a, kColsPerThread, stream,
-            forward_staged_bias<T, W, kCentered, kPack, kMaxRowThreads, kColsPerThread>()))
+    if (launch_forward_over_clusters<T, W, kCentered, kResidual, kPack, kColsPerThread,
+                                     kMaxRowThreads>(a, stream))
       return;
   }
   // Longer still: a block per row reads it twice, the second time from L2 where it still is.
