@@ -893,10 +893,21 @@ __device__ __forceinline__ void warp_layer(const Operand<T, kWidth>& a, const T*
   }
 }
 
+// The rows `stride` after row0 start arriving in a warp's emptied x buffer (fetch_rows), if any.
+template <typename T, int kInWidth, class RowsFrom>
+__device__ __forceinline__ void fetch_next_input_rows(T* buffer, const Params<T>& p, int64_t row0,
+                                                      int64_t stride, bool x_aligned, int lane,
+                                                      const RowsFrom& rows_from) {
+  if (row0 + stride < p.rows) {
+    fetch_rows<T, kInWidth>(buffer, p.x, row0 + stride, rows_from(row0 + stride), x_aligned, lane);
+  }
+}
+
 // A warp's rows of x (row0 and the `valid` after it, which fetch_rows brought into its buffer) as
-// its first layer's operand, zeros past them; then the rows `stride` further on start arriving in
-// the emptied buffer. The input side of both forward kernels (this file's and mlp_hopper.cuh's).
-template <typename T, int kInWidth, int kWidth, class RowsFrom>
+// its first layer's operand, zeros past them; then (kFetchNext) the rows `stride` further on start
+// arriving in the emptied buffer. The input side of both forward kernels (this file's and
+// mlp_hopper.cuh's, which fetches the next rows itself once its first MMAs are issued).
+template <typename T, int kInWidth, bool kFetchNext = true, int kWidth, class RowsFrom>
 __device__ __forceinline__ void take_input_rows(Operand<T, kWidth>& h, T* buffer,
                                                 const Params<T>& p, int64_t row0, int valid,
                                                 int64_t stride, bool x_aligned, int lane,
@@ -915,8 +926,8 @@ __device__ __forceinline__ void take_input_rows(Operand<T, kWidth>& h, T* buffer
     }
   }
   __syncwarp();  // every lane has read the buffer: the next tile may fill it
-  if (row0 + stride < p.rows) {
-    fetch_rows<T, kInWidth>(buffer, p.x, row0 + stride, rows_from(row0 + stride), x_aligned, lane);
+  if constexpr (kFetchNext) {
+    fetch_next_input_rows<T, kInWidth>(buffer, p, row0, stride, x_aligned, lane, rows_from);
   }
 }
 

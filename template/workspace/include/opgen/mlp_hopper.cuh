@@ -535,9 +535,9 @@ __global__ void OPGEN_WGMMA_LAUNCH_BOUNDS((threads<T, Net, kHidden, kOut, kStage
       tc::cp_async_wait<0>();
       fence_shared_for_async();
       warpgroup_barrier(warpgroup);
-      fetch_x(1 - b, tile_row0 + stride);
     } else if (valid > 0) {
-      take_input_rows<T, kInWidth>(h, buffer, p, row0, valid, stride, x_aligned, lane, rows_from);
+      take_input_rows<T, kInWidth, false>(h, buffer, p, row0, valid, stride, x_aligned, lane,
+                                          rows_from);
     }
     static_for<0, kLayers>([&](auto layer) {
       constexpr int l = decltype(layer)::value;
@@ -568,6 +568,16 @@ __global__ void OPGEN_WGMMA_LAUNCH_BOUNDS((threads<T, Net, kHidden, kOut, kStage
           }
         }
         tc::wgmma_commit();
+      }
+      // The next tile's rows start arriving while the first layer's MMAs run rather than before
+      // they are issued: the fetch's address arithmetic (some 300 instructions a warp with x in
+      // shared memory) is then off the tile's chain.
+      if constexpr (l == 0) {
+        if constexpr (kSharedX) {
+          fetch_x(1 - b, tile_row0 + stride);
+        } else if (valid > 0) {
+          fetch_next_input_rows<T, kInWidth>(buffer, p, row0, stride, x_aligned, lane, rows_from);
+        }
       }
       const float* bias = biases + l * kMaxN;
       const LayerOutputs<T, Net, kHidden, kOut, l, kStage> out(p);
