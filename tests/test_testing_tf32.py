@@ -7,10 +7,16 @@ import torch
 from opgen.testing.tf32 import EmulatedTf32, round_to_tf32
 
 
-def test_round_to_tf32_keeps_ten_mantissa_bits_rounding_ties_away() -> None:
-    values = torch.tensor([1 + 2**-11, 1 + 2**-12, -(1 + 2**-11), 1 + 3 * 2**-11, math.inf, 0.0], dtype=torch.float64)
-    expected = torch.tensor([1 + 2**-10, 1.0, -(1 + 2**-10), 1 + 2 * 2**-10, math.inf, 0.0], dtype=torch.float64)
+def test_round_to_tf32_keeps_ten_mantissa_bits_rounding_ties_to_even() -> None:
+    step = 2**-10  # one TF32 step at 1
+    values = torch.tensor(
+        [1 + step / 2, 1 + 3 * step / 2, -(1 + 3 * step / 2), 1 + step / 4, 1 + 3 * step / 4, 2 - step / 4, 0.0, math.inf],
+        dtype=torch.float64,
+    )
+    expected = torch.tensor([1.0, 1 + 2 * step, -(1 + 2 * step), 1.0, 1 + step, 2.0, 0.0, math.inf], dtype=torch.float64)
     assert torch.equal(round_to_tf32(values), expected)
+    largest = torch.tensor([torch.finfo(torch.float32).max], dtype=torch.float32)
+    assert torch.isinf(round_to_tf32(largest)).all()  # to nearest, as cvt.rn.tf32.f32 without .satfinite
     assert torch.isnan(round_to_tf32(torch.tensor([math.nan]))).all()
 
 

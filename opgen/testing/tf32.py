@@ -22,12 +22,16 @@ aten = torch.ops.aten
 
 
 def round_to_tf32(t: torch.Tensor) -> torch.Tensor:
-    """``t`` rounded to TF32 (10 mantissa bits, to nearest, ties away from zero), in ``t``'s dtype.
+    """``t`` rounded to TF32 (10 mantissa bits, to nearest, ties to even), in ``t``'s dtype.
 
-    As ``cvt.rna.tf32.f32`` rounds a float before the tensor cores read it (opgen/tensor_core.cuh).
+    As ``cvt.rn.tf32.f32`` rounds a float before the tensor cores read it (opgen/tensor_core.cuh's
+    ``to_tf32``; bit for bit on an H200, docs/h200-runs/2026-11-29j-tf32-rn-check.py). The MLP
+    kernels round ReLU's outputs with ties away from zero instead (``to_tf32_not_nan``): one value
+    in 8192 lands on a tie, and moves by one TF32 step, far inside what the tests allow.
     """
     bits = t.detach().to(torch.float32).contiguous().view(torch.int32)
-    rounded = ((bits + 0x1000) & ~0x1FFF).view(torch.float32)  # sign and magnitude: ties go away from 0
+    # Sign and magnitude: half a step less one, plus the kept part's last bit, rounds ties to even.
+    rounded = ((bits + 0xFFF + ((bits >> 13) & 1)) & ~0x1FFF).view(torch.float32)
     return torch.where(torch.isfinite(t), rounded.to(t.dtype), t)
 
 

@@ -175,8 +175,8 @@ struct Operand {
   tc::FragmentA step[kWidth / tc::Mma<T>::kK];
 };
 
-// kNotNan: lo and hi are never NaNs (an activation's kNeverNan), so tf32 takes one instruction a
-// value (tc::to_tf32_not_nan; the same bits to the tensor cores).
+// kNotNan: lo and hi are never NaNs (an activation's kNeverNan), so tf32 takes one integer add a
+// value (tc::to_tf32_not_nan, which rounds ties away from zero, not to even).
 template <typename T, int kWidth, bool kNotNan = false>
 __device__ __forceinline__ void put(Operand<T, kWidth>& a, int t, int half, float lo, float hi) {
   if constexpr (std::is_same_v<T, float>) {

@@ -349,23 +349,31 @@ __device__ __forceinline__ void load_b16_pair(FragmentB& first, FragmentB& secon
 // Conversions.
 // ---------------------------------------------------------------------------------------------
 
-// A float rounded to tf32 (10-bit mantissa, round to nearest, ties away), as the tensor core reads
-// it.
+// A float rounded to tf32 (10-bit mantissa, to nearest, ties to even), as the tensor cores read
+// it. sm_90 has the conversion as one instruction (cvt.rn.tf32.f32: F2FP); the ties-away form of
+// older GPUs (cvt.rna) is emulated there by a finiteness test, an add and a mask, three a value on
+// the MLP forward's path from x to its first MMA. Older GPUs get the same bits from integers.
 __device__ __forceinline__ uint32_t to_tf32(float x) {
-#ifdef OPGEN_TC_UNSUPPORTED
+#if defined(OPGEN_TC_UNSUPPORTED)
   __trap();
   return 0;
-#else
+#elif defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   uint32_t out;
-  asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(out) : "f"(x));
+  asm("cvt.rn.tf32.f32 %0, %1;\n" : "=r"(out) : "f"(x));
   return out;
+#else
+  const uint32_t bits = __float_as_uint(x);
+  if (isnan(x)) return bits;  // the add could carry a NaN's mantissa into its sign
+  return (bits + 0xFFFu + ((bits >> 13) & 1u)) & ~0x1FFFu;
 #endif
 }
 
-// to_tf32 of a value that is never a NaN (ReLU's output: fmaxf returns none): on sm_90 to_tf32 is
-// a finiteness test and an add of half a tf32 step to the bits, left in the 13 low bits the tensor
-// cores ignore; without the test an infinity's add stays in those bits too, so every value reads
-// the same. One instruction where to_tf32 takes two (a NaN could carry into the sign bit).
+// A value that is never a NaN (ReLU's output: fmaxf returns none) rounded to tf32 by one integer
+// add of half a tf32 step, left in the 13 low bits the tensor cores ignore (an infinity's add stays
+// in them too). It rounds ties away from zero where to_tf32 rounds them to even: the two differ
+// only on an exact tie (one value in 8192), by one tf32 step. Kept for its speed: the MLP forward
+// in TF32 with to_tf32 for ReLU's outputs as well ran 1-3.5% slower on an H200 (64x4, 2^20 rows:
+// 125.1 -> 129.7 us; docs/benchmarks/mlp, 2026-11-29j).
 __device__ __forceinline__ uint32_t to_tf32_not_nan(float x) {
   return __float_as_uint(x) + 0x1000u;
 }
