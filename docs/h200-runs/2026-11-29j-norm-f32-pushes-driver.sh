@@ -5,8 +5,9 @@
 # timing-only call of 2026-11-29j (`-norm-narrow-pushes-normtimes.log`, every dtype on pushes)
 # measured 7-8% faster for LayerNorm float32 (rows of 32768 297.0 -> 274.4 us, 131072 311.2 ->
 # 288.0) and slower for bfloat16. Here for all four norm ops, the variant timed before and after
-# the tree; bfloat16's row of 65536 as the control (the same kernels on both sides). nvcc 13.0:
-# layernorm's float32 pushes kernel 64 registers, no spills.
+# the tree; bfloat16's row of 65536 as the control (the same kernels on both sides). nvcc 13.0,
+# sm_90a: the float32 pushes kernel of each of the four ops spills nothing (layernorm's: 64
+# registers).
 # If it holds: `git apply` the diff to generated_ops and the same hunks to
 # template/workspace/include/opgen/norm.cuh, then every CUDA test of the four ops and
 # compute-sanitizer (memcheck and racecheck, pieces mid_float32 and long_float32) before it lands.
