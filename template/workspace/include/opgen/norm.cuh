@@ -570,7 +570,8 @@ constexpr int forward_params_ahead() {
 // alone there, the bias from L2, changed nothing.
 // The budget is sized for the 228 KB an SM of sm_90 and sm_100: where an SM has less (sm_120's
 // 100 KB), the staged blocks run one an SM instead of two, and a launch whose staged bytes do not
-// fit at all takes launch_forward_with's next path (launch_forward_cluster returns false).
+// fit at all takes launch_forward_with's next path (launch_forward_over_clusters returns
+// false).
 constexpr bool kStagedForwardBias = true;
 constexpr size_t kStagedBiasBudget = 160 * 1024;  // bytes an SM
 
@@ -667,22 +668,16 @@ __global__ void __launch_bounds__(block_threads_for<kThreadsPerRow>(),
       constexpr int kAhead =
           forward_params_ahead<T, W, kCentered, kPack, kPacks, kThreadsPerRow, kBiasStaged>();
       Raw<W, kPack> w[kPacks];
-      Raw<W, kPack> b[kPacks];
       // Pack p's weight (zeros where not `valid`), and its bias where the pack is in the row.
       const auto load_weight = [&](int p, bool valid) {
         const int64_t col = pack_col<kPack, kThreadsPerRow>(p, lane);
         if constexpr (decltype(has_weight)::value)
           w[p] = load_raw<W, kPack>(a.weight + slice_begin + col, valid);
       };
-      const auto load_bias = [&](int p) {
-        if constexpr (decltype(has_bias)::value) {
-          if constexpr (kBiasStaged) {
-            b[p] = staged_bias[p * kBlockThreads + threadIdx.x];
-          } else {
-            const int64_t col = pack_col<kPack, kThreadsPerRow>(p, lane);
-            b[p] = load_raw<W, kPack>(a.bias + slice_begin + col, true);
-          }
-        }
+      const auto bias_of = [&](int p) -> Raw<W, kPack> {
+        if constexpr (kBiasStaged) return staged_bias[p * kBlockThreads + threadIdx.x];
+        return load_raw<W, kPack>(a.bias + slice_begin + pack_col<kPack, kThreadsPerRow>(p, lane),
+                                  true);
       };
       // Packs loaded ahead may be past the row's end.
       const auto in_row = [&](int p) {
@@ -697,13 +692,14 @@ __global__ void __launch_bounds__(block_threads_for<kThreadsPerRow>(),
         const int64_t col = pack_col<kPack, kThreadsPerRow>(p, lane);
         if (col < slice_length) {
           if constexpr (kAhead == 0) load_weight(p, true);
-          load_bias(p);
+          Raw<W, kPack> b;
+          if constexpr (decltype(has_bias)::value) b = bias_of(p);
           M out[kPack];
 #pragma unroll
           for (int j = 0; j < kPack; ++j) {
             M value = (value_of<M>(v[p], j) - mean) * rstd;
             if constexpr (decltype(has_weight)::value) value *= value_of<M>(w[p], j);
-            if constexpr (decltype(has_bias)::value) value += value_of<M>(b[p], j);
+            if constexpr (decltype(has_bias)::value) value += value_of<M>(b, j);
             out[j] = value;
           }
           store_pack_global<T, kPack>(a.y + offset + col, narrow<T>(out));
@@ -1530,45 +1526,34 @@ void with_register_shape(int64_t cols, F&& f) {
 // us). 16-bit rows that one block holds at 8 packs keep 4 (see launch_forward_with).
 constexpr int kClusterResidualPacks = 8;
 
-// Launches kKernel (blocks of kBlockThreads over clusters, each thread holding cols_per_thread
-// values of a row) on the smallest cluster that holds a row, if any does; false if none.
-// staged_bias: the kernel keeps the bias in shared memory (forward_staged_bias).
-template <auto kKernel, int kBlockThreads, typename T, typename W>
-bool launch_forward_cluster(const ForwardArgs<T, W>& a, int cols_per_thread, cudaStream_t stream,
-                            bool staged_bias = false) {
-  constexpr int kPack = pack_size<T>();
-  const size_t smem_bytes =
-      staged_bias ? size_t{kBlockThreads} * size_t(cols_per_thread) * sizeof(W) : 0;
-  if (smem_bytes > 0 && allow_smem<kKernel>() < smem_bytes) return false;
-  const int cluster = cluster_for<kKernel>(a.cols, int64_t{kBlockThreads} * cols_per_thread,
-                                           kBlockThreads, smem_bytes);
+// forward_rows_kernel over clusters of blocks of kBlockThreads, each thread holding
+// kColsPerThread values of a row, on the smallest cluster that holds a row, if any does; false
+// if none. The one place that decides whether the kernel keeps the bias in shared memory
+// (forward_staged_bias), for the kernel and for the bytes its blocks get.
+template <typename T, typename W, bool kCentered, bool kResidual, int kPack, int kColsPerThread,
+          int kBlockThreads, bool kPushes = kForwardClusterPushes>
+bool launch_forward_over_clusters(const ForwardArgs<T, W>& a, cudaStream_t stream) {
+  constexpr bool kBiasStaged =
+      forward_staged_bias<T, W, kCentered, kPack, kBlockThreads, kColsPerThread>();
+  constexpr auto kernel = forward_rows_kernel<T, W, kCentered, kResidual, kPack, kColsPerThread,
+                                              kBlockThreads, kPushes, kBiasStaged>;
+  constexpr int64_t kBlockCols = int64_t{kBlockThreads} * kColsPerThread;
+  constexpr size_t kSmemBytes = kBiasStaged ? size_t{kBlockCols} * sizeof(W) : 0;
+  if (kSmemBytes > 0 && allow_smem<kernel>() < kSmemBytes) return false;
+  const int cluster = cluster_for<kernel>(a.cols, kBlockCols, kBlockThreads, kSmemBytes);
   if (cluster == 0) return false;
   const int64_t slice_cols = ceil_div(ceil_div(a.cols, cluster), kPack) * kPack;
   // As many clusters as the GPU holds at once, each looping over rows, rather than a cluster a
   // row: LayerNorm's forward on an H200 (2026-11-25, 512 MiB inputs) took bfloat16 rows of 131072
   // 394 -> 349 us, float32 rows of 65536 360 -> 329 us, 32768 332 -> 319 us (rows of 32768
   // bfloat16, and add_rmsnorm's at 32768, within the runs' spread).
-  const int64_t resident = active_clusters<kKernel>(cluster, kBlockThreads, smem_bytes);
+  const int64_t resident = active_clusters<kernel>(cluster, kBlockThreads, kSmemBytes);
   const int64_t clusters =
       std::clamp<int64_t>(resident > 0 ? resident : a.rows, 1,
                           std::min<int64_t>(a.rows, std::numeric_limits<int>::max() / cluster));
-  launch_grid(kKernel, Launch{clusters * cluster, cluster, slice_cols, kBlockThreads, smem_bytes},
+  launch_grid(kernel, Launch{clusters * cluster, cluster, slice_cols, kBlockThreads, kSmemBytes},
               stream, a);
   return true;
-}
-
-// forward_rows_kernel over clusters of blocks of kBlockThreads, each thread holding
-// kColsPerThread values, with the bias in shared memory where forward_staged_bias says so: the
-// one place that decides it, for the kernel and for the bytes its blocks get.
-template <typename T, typename W, bool kCentered, bool kResidual, int kPack, int kColsPerThread,
-          int kBlockThreads, bool kPushes = kForwardClusterPushes>
-bool launch_forward_over_clusters(const ForwardArgs<T, W>& a, cudaStream_t stream) {
-  constexpr bool kBiasStaged =
-      forward_staged_bias<T, W, kCentered, kPack, kBlockThreads, kColsPerThread>();
-  return launch_forward_cluster<
-      forward_rows_kernel<T, W, kCentered, kResidual, kPack, kColsPerThread, kBlockThreads, kPushes,
-                          kBiasStaged>,
-      kBlockThreads>(a, kColsPerThread, stream, kBiasStaged);
 }
 
 // y = norm(x) * weight + bias for every row, and the rows' statistics; see ForwardArgs.
