@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Prepared in 2026-11-29j, not run (its device time was spent). Issue 21: the forward's narrow
+# Prepared in 2026-11-29j, run in 2026-11-30a (`2026-11-30a-norm-f32-pushes-*.log`). Issue 21: the forward's narrow
 # float32 clusters (2-8 blocks of 512 threads) reducing by pushes onto their own mbarriers instead
 # of cluster barriers (`-norm-f32-pushes-variant.diff`: kForwardClusterPushes per dtype, true for
 # float32; 16-bit and one-block rows keep their kernels). One timing-only call of 2026-11-29j

@@ -232,7 +232,16 @@ __device__ __forceinline__ void load_parameter(M (&v)[kPack], const W* param, in
 // L1, CCTL.IVALL) with no other block to fill it. The forward, float32 rows of 262144, barriers
 // -> pushes (2026-11-29h, three H200 calls): LayerNorm 428 -> 396, 425 -> 390, 419 -> 390 us;
 // RMSNorm 379 -> 351, 378 -> 350, 377 -> 351; add_layernorm 675 -> 661, 682 -> 656.
-constexpr bool kForwardClusterPushes = false;
+// LayerNorm's narrow float32 clusters take the pushes too (kForwardClusterPushes<float, true>):
+// its rows reduce twice (mean, then the centred squares), so it pays twice for each barrier's
+// wait. The forward, barriers -> pushes, float32 rows of 32768 / 65536 / 131072 (2026-11-30, one
+// H200 call, HEAD timed before and after): LayerNorm 295.0 -> 274.7 / 308.6 -> 280.6 / 312.4 ->
+// 289.1 us, add_layernorm 550.2 -> 551.9 / 555.8 -> 556.2 / 575.8 -> 568.4. RMSNorm's one reduction
+// gains at 32768 only and loses past it (RMSNorm 287.2 -> 275.9 / 295.2 -> 302.6 / 305.9 -> 313.5,
+// add_rmsnorm 551.5 -> 548.5 / 558.4 -> 580.7 / 575.6 -> 593.2); bfloat16 rows lose with the pushes
+// (2026-11-29j, LayerNorm 65536 305.9 -> 321.0, 131072 323.4 -> 344.6).
+template <typename T, bool kCentered>
+constexpr bool kForwardClusterPushes = sizeof(T) == 4 && kCentered;
 constexpr bool kForwardWideClusterPushes = true;
 constexpr bool kBackwardClusterPushes = true;
 
@@ -588,7 +597,7 @@ constexpr bool forward_staged_bias() {
 // kBiasStaged: it keeps the bias in shared memory for all its rows (forward_staged_bias; only
 // launch_forward_over_clusters sets it, and gives the block the bytes).
 template <typename T, typename W, bool kCentered, bool kResidual, int kPack, int kColsPerThread,
-          int kThreadsPerRow, bool kPushes = kForwardClusterPushes, bool kBiasStaged = false>
+          int kThreadsPerRow, bool kPushes = false, bool kBiasStaged = false>
 __global__ void __launch_bounds__(block_threads_for<kThreadsPerRow>(),
                                   kRowBlocksPerSm<T, kPack, block_threads_for<kThreadsPerRow>()>)
     forward_rows_kernel(ForwardArgs<T, W> a, int64_t slice_cols, int cluster_blocks) {
@@ -1531,7 +1540,7 @@ constexpr int kClusterResidualPacks = 8;
 // if none. The one place that decides whether the kernel keeps the bias in shared memory
 // (forward_staged_bias), for the kernel and for the bytes its blocks get.
 template <typename T, typename W, bool kCentered, bool kResidual, int kPack, int kColsPerThread,
-          int kBlockThreads, bool kPushes = kForwardClusterPushes>
+          int kBlockThreads, bool kPushes = kForwardClusterPushes<T, kCentered>>
 bool launch_forward_over_clusters(const ForwardArgs<T, W>& a, cudaStream_t stream) {
   constexpr bool kBiasStaged =
       forward_staged_bias<T, W, kCentered, kPack, kBlockThreads, kColsPerThread>();
