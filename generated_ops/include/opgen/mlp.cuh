@@ -1590,13 +1590,19 @@ void forward(const Params<T>& p, cudaStream_t stream) {
 // dW = G^T in (G: rows x out and dW: out x in, contiguous; in: rows x in, its rows possibly
 // strided, e.g. a_l's columns of what the forward kept) on `stream`: cuBLASLt's GEMM (the
 // heuristic's best kWeightGemmCandidates algorithms, with a workspace that lets it offer split-K
-// ones, timed once per problem) or ATen's, whichever ran faster the first time the problem came
-// (opgen/linear_cublaslt.h's weight_and_bias_gradients); later calls take that choice, so the
+// ones, timed once per problem) or ATen's, whichever cost less a call the first time the problem
+// came (opgen/linear_cublaslt.h's weight_and_bias_gradients); later calls take that choice, so the
 // bits repeat (under torch.use_deterministic_algorithms nothing is timed: ATen's, in every
-// process). Defined in the op's <op>_cuda_gemm.cpp: host code the C++ compiler builds, since nvcc
-// may not see cuBLASLt's header.
+// process). `workspace`: cuBLASLt's, `workspace_bytes` on 256 bytes (kWeightGemmWorkspaceBytes).
+// Defined in the op's <op>_cuda_gemm.cpp: host code the C++ compiler builds, since nvcc may not
+// see cuBLASLt's header.
 void weight_gradient(const at::Tensor& grad_pre, const at::Tensor& input, at::Tensor& grad_weight,
-                     cudaStream_t stream);
+                     void* workspace, int64_t workspace_bytes, cudaStream_t stream);
+
+// A weight gradient's K is the batch (up to millions of rows) and its M x N at most 128 x 128:
+// the fast kernels split K over many blocks. cuBLASLt's heuristic offers those only with room for
+// their partial results: this much workspace.
+constexpr int64_t kWeightGemmWorkspaceBytes = int64_t{32} << 20;
 
 // Layer l's (0-based) bias gradient (grads[2 + 2 * l]) as sum_partials' target: its columns of
 // the backward blocks' column sums (BiasSums).
@@ -1690,7 +1696,10 @@ void backward(const Network& net, Params<T> p, const at::Tensor& x2, const at::T
     kernel = backward_kernel<T, Net, kHidden, kOut, true, 0, false>;
     bytes = Resident::bytes(true);
   }
-  // The G_l the weight GEMMs read, each on 16 bytes in one allocation.
+  // One allocation for what the backward writes for itself (a small batch's step is bound by the
+  // host, where each allocation costs microseconds): the G_l the weight GEMMs read, each on 16
+  // bytes; the blocks' partials (the bias column sums, then with last_in_kernel dW_L's); and the
+  // GEMMs' cuBLASLt workspace, each on 256 bytes.
   const int written = kLayers - (last_in_kernel ? 1 : 0);
   constexpr int64_t kVec = 16 / sizeof(T);
   int64_t offset[kLayers + 1] = {};
@@ -1699,30 +1708,33 @@ void backward(const Network& net, Params<T> p, const at::Tensor& x2, const at::T
     offset[l] = total;
     total += (rows * net.widths[l] + kVec - 1) / kVec * kVec;
   }
-  const at::Tensor grad_pre = at::empty({total}, x2.options());
+  const int64_t blocks = rows > 0 ? grid_blocks<kWarps>(kernel, rows, bytes) : 0;
+  const int64_t bias_columns = net.bias ? Sums::columns() : 0;
+  const int64_t last_columns = last_in_kernel ? net.widths[kLayers] * net.widths[kLayers - 1] : 0;
+  const auto aligned = [](int64_t at) {
+    return (at + 255) / 256 * 256;
+  };
+  const int64_t partial_at = aligned(total * int64_t{sizeof(T)});
+  const int64_t workspace_at =
+      aligned(partial_at + blocks * (bias_columns + last_columns) * int64_t{sizeof(float)});
+  const int64_t scratch_bytes = workspace_at + (written > 0 ? kWeightGemmWorkspaceBytes : 0);
+  const at::Tensor scratch =
+      at::empty({(scratch_bytes + int64_t{sizeof(T)} - 1) / int64_t{sizeof(T)}}, x2.options());
+  unsigned char* const base = reinterpret_cast<unsigned char*>(scratch.mutable_data_ptr<T>());
+  float* const partial = reinterpret_cast<float*>(base + partial_at);
   for (int l = 1; l <= kLayers; ++l) {
-    p.grad_pre[l] = l <= written ? grad_pre.mutable_data_ptr<T>() + offset[l] : nullptr;
+    p.grad_pre[l] = l <= written ? scratch.mutable_data_ptr<T>() + offset[l] : nullptr;
   }
 
   if (rows > 0) {
-    const int64_t blocks = grid_blocks<kWarps>(kernel, rows, bytes);
-    // The blocks' partials: the bias column sums, then (last_in_kernel) dW_L's.
-    const int64_t bias_columns = net.bias ? Sums::columns() : 0;
-    const int64_t last_columns = last_in_kernel ? net.widths[kLayers] * net.widths[kLayers - 1] : 0;
-    at::Tensor partial;
-    if (bias_columns + last_columns > 0) {
-      partial = at::empty({blocks * (bias_columns + last_columns)}, x2.options().dtype(at::kFloat));
-      float* const first = partial.mutable_data_ptr<float>();
-      if (net.bias) p.bias_partial = first;
-      if (last_in_kernel) p.weight_partial = first + blocks * bias_columns;
-    }
+    if (net.bias) p.bias_partial = partial;
+    if (last_in_kernel) p.weight_partial = partial + blocks * bias_columns;
     launch<kWarps>(kernel, p, bytes, stream, blocks);
     opgen::PartialRows<T, float> targets[kLayers + 1];
     int count = 0;
     if (net.bias) {
-      for (int l = 0; l < kLayers; ++l) {
-        targets[count++] = bias_target<T, Net>(net, partial.const_data_ptr<float>(), l, grads);
-      }
+      for (int l = 0; l < kLayers; ++l)
+        targets[count++] = bias_target<T, Net>(net, partial, l, grads);
     }
     if (last_in_kernel) {
       targets[count++] = weight_target<T>(net, p.weight_partial, kLayers - 1, last_columns, grads);
@@ -1731,13 +1743,16 @@ void backward(const Network& net, Params<T> p, const at::Tensor& x2, const at::T
   } else if (net.bias) {
     for (int l = 0; l < kLayers; ++l) grads[2 + per_layer * l].zero_();
   }
-  // The weight gradients the backward kernel did not add up: one GEMM each (weight_gradient).
+  // The weight gradients the backward kernel did not add up: one GEMM each (weight_gradient), on
+  // views made in one step each (as_strided; narrow then view would be three ATen calls).
   for (int l = 1; l <= written; ++l) {
-    const at::Tensor g =
-        grad_pre.narrow(0, offset[l], rows * net.widths[l]).view({rows, net.widths[l]});
-    const at::Tensor input =
-        l > 1 ? kept.narrow(1, net.output_column(l - 1), net.widths[l - 1]) : x2;
-    weight_gradient(g, input, grads[1 + per_layer * (l - 1)], stream);
+    const at::Tensor g = scratch.as_strided({rows, net.widths[l]}, {net.widths[l], 1}, offset[l]);
+    const at::Tensor input = l > 1
+                                 ? kept.as_strided({rows, net.widths[l - 1]}, {kept.stride(0), 1},
+                                                   kept.storage_offset() + net.output_column(l - 1))
+                                 : x2;
+    weight_gradient(g, input, grads[1 + per_layer * (l - 1)], base + workspace_at,
+                    kWeightGemmWorkspaceBytes, stream);
   }
 }
 

@@ -22,6 +22,7 @@
 
 #include <algorithm>
 #include <array>
+#include <chrono>
 #include <cstdint>
 #include <initializer_list>
 #include <map>
@@ -380,14 +381,36 @@ inline bool weight_gradient(const at::Tensor& grad_pre, const at::Tensor& rows,
   return run(g, rows.scalar_type(), stream, search);
 }
 
+// What one call of `f` costs in a loop of such calls on `stream`, in seconds by the host's clock,
+// from an idle stream to the last call's end, the best of two rounds: the GPU's time where it is
+// the longer, the host's where issuing the call is (a small problem's GEMM, whose host path,
+// dispatcher and checks included, can take longer than its kernel).
+template <typename F>
+double seconds_per_call(F&& f, cudaStream_t stream) {
+  constexpr int kCalls = 4;
+  double best = 0;
+  for (int round = 0; round < 2; ++round) {
+    C10_CUDA_CHECK(cudaStreamSynchronize(stream));
+    const auto began = std::chrono::steady_clock::now();
+    for (int i = 0; i < kCalls; ++i) f();
+    C10_CUDA_CHECK(cudaStreamSynchronize(stream));
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count() / kCalls;
+    if (round == 0 || seconds < best) best = seconds;
+  }
+  return best;
+}
+
 // The weight gradient, with the bias gradient where `grad_bias` is given: cuBLASLt's GEMM above
 // (its algorithm timed once per problem; the bias gradient from its BGRADB epilogue) or ATen's
-// GEMM (and then its sum over rows), whichever ran faster the first time this problem came (timed
-// once per problem and device with CUDA events, both on `stream`). Both write the same tensors,
-// the chosen one last, so the timing run leaves them as later calls write them, bit for bit;
-// later calls take the choice. cuBLASLt's bias-gradient epilogue is not equally fast for every
-// shape, and ATen's path is exactly eager PyTorch's, so this is never slower than eager. Where
-// choices are not timed (choose_by_timing), ATen's: the same bits in every process.
+// GEMM (and then its sum over rows), whichever cost less a call the first time this problem came
+// (seconds_per_call, once per problem and device, both on `stream`): the faster kernel where the
+// GPU bounds a call, the cheaper host path where the host does, as in a small batch's training
+// step. Both write the same tensors, the chosen one last, so the timing runs leave them as later
+// calls write them, bit for bit; later calls take the choice. cuBLASLt's bias-gradient epilogue
+// is not equally fast for every shape, and ATen's path is exactly eager PyTorch's, so this is
+// never slower than eager. Where choices are not timed (choose_by_timing), ATen's: the same bits
+// in every process.
 inline void weight_and_bias_gradients(const at::Tensor& grad_pre, const at::Tensor& rows,
                                       at::Tensor& grad_weight, at::Tensor* grad_bias,
                                       cudaStream_t stream, const Search& search = {}) {
@@ -430,19 +453,7 @@ inline void weight_and_bias_gradients(const at::Tensor& grad_pre, const at::Tens
   bool choice = false;
   if (fused()) {  // each ran once (warm-up), then timed
     unfused();
-    cudaEvent_t marks[3];
-    for (cudaEvent_t& mark : marks) C10_CUDA_CHECK(cudaEventCreate(&mark));
-    C10_CUDA_CHECK(cudaEventRecord(marks[0], stream));
-    fused();
-    C10_CUDA_CHECK(cudaEventRecord(marks[1], stream));
-    unfused();
-    C10_CUDA_CHECK(cudaEventRecord(marks[2], stream));
-    C10_CUDA_CHECK(cudaEventSynchronize(marks[2]));
-    float fused_ms = 0, unfused_ms = 0;
-    C10_CUDA_CHECK(cudaEventElapsedTime(&fused_ms, marks[0], marks[1]));
-    C10_CUDA_CHECK(cudaEventElapsedTime(&unfused_ms, marks[1], marks[2]));
-    for (cudaEvent_t mark : marks) C10_CUDA_CHECK(cudaEventDestroy(mark));
-    choice = fused_ms <= unfused_ms;
+    choice = seconds_per_call(fused, stream) <= seconds_per_call(unfused, stream);
     // The outputs as later calls will write them: both paths give the same values but not the
     // same bits (they add in different orders), and a result must not depend on being the first.
     if (choice) fused();
