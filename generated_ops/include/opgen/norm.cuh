@@ -525,7 +525,8 @@ __device__ __forceinline__ RowStatistics<M> row_statistics(const Raw<T, kPack> (
 //   waits on 16 blocks. At 1024: LayerNorm float32 rows of 262144 574 -> 462 us, add_layernorm
 //   828 -> 693, add_rmsnorm 696 -> 614. Clusters of 8 or fewer stay at 512 threads: 1024 there
 //   was slower in most cells (up to 54%: LayerNorm float32 32768 and bfloat16 65536), faster in
-//   two (the residual forms' float32 rows of 65536, 2-4%).
+//   two (the residual forms' float32 rows of 65536, 2-4%); since then, one such block has
+//   overtaken clusters of 2 at barriers (kForwardWideBlock).
 // Two others were slower and are not kept (branch issue-21-fwd, b28a567): the row's cluster
 // reduction by pushes into every block's shared memory, completing on an mbarrier instead of
 // cluster barriers (faster only where clusters of 16 ran, LayerNorm float32 262144 574 -> 438
@@ -538,6 +539,22 @@ __device__ __forceinline__ RowStatistics<M> row_statistics(const Raw<T, kPack> (
 // flight, two blocks an SM; 2026-11-29e): 2-41% slower at every row of 32768-262144 (LayerNorm
 // float32 32768 300 -> 412 us; bfloat16 131072 326 -> 450).
 constexpr int kWideClusterThreads = 1024;
+
+// Rows a cluster of 2 blocks of 512 threads would take in the forward (float32 16385-32768,
+// 16-bit 32769-65536; float32 with a residual from 8193) in one block of kWideClusterThreads
+// instead, no cluster (the wide clusters' kernel, launched as a cluster of 1): a block barrier in
+// place of the cluster's. Taken where those clusters would reduce by barriers; where they reduce
+// by pushes (kForwardClusterPushes: LayerNorm float32) they stay faster, and 16-bit rows with a
+// residual keep their clusters (the wide block spills 28 bytes a thread there). The forward on an
+// H200, us, clusters of 2 (timed before and after) -> one wide block (2026-11-30d): RMSNorm
+// float32 4096x32768 284.4 / 284.6 -> 274.4, bfloat16 4096x65536 289.1 / 290.4 -> 279.5; LayerNorm
+// bfloat16 4096x65536 307.2 / 307.1 -> 296.4; add_rmsnorm float32 4096x32768 549.5 / 548.4 ->
+// 541.5, 8192x16384 552.6 / 551.8 -> 539.4. Not taken: LayerNorm float32 4096x32768 274.5 / 273.2
+// -> 281.1, add_layernorm bfloat16 4096x65536 595.8 / 596.6 -> 606.7, add_rmsnorm bfloat16 567.3 /
+// 567.0 -> 571.4 (add_layernorm float32 within 0.5%).
+template <typename T, bool kCentered, bool kResidual>
+constexpr bool kForwardWideBlock =
+    !kForwardClusterPushes<T, kCentered> && !(kResidual && sizeof(T) < 4);
 
 // Whether rows of `cols` take a cluster of 16 blocks that hold `block_cols` each (no cluster of 8
 // holds them): the rows kWideClusterThreads gives wider blocks.
@@ -1454,12 +1471,14 @@ int64_t resident_blocks(int block_threads, size_t smem_bytes, int64_t needed) {
   return std::clamp<int64_t>(needed, 1, resident);
 }
 
-// The smallest cluster (2 to 16 blocks) whose register slices of `block_cols` hold a row of
-// `cols`, if the kernel has cluster code and the GPU can schedule one; 0 if none.
+// The smallest cluster (`fewest_blocks`, 1 or 2, to 16 blocks) whose register slices of
+// `block_cols` hold a row of `cols`, if the kernel has cluster code and the GPU can schedule one;
+// 0 if none.
 template <auto kKernel>
-int cluster_for(int64_t cols, int64_t block_cols, int block_threads, size_t smem_bytes = 0) {
+int cluster_for(int64_t cols, int64_t block_cols, int block_threads, size_t smem_bytes = 0,
+                int fewest_blocks = 2) {
   if (cols > block_cols * kMaxClusterBlocks || !has_clusters<kKernel>()) return 0;
-  int blocks = 2;
+  int blocks = fewest_blocks;
   while (block_cols * blocks < cols) blocks *= 2;
   const row_engine::SlicePlan plan{blocks, 0, smem_bytes};
   return row_engine::schedulable(kKernel, plan, block_threads) ? blocks : 0;
@@ -1540,7 +1559,8 @@ constexpr int kClusterResidualPacks = 8;
 // if none. The one place that decides whether the kernel keeps the bias in shared memory
 // (forward_staged_bias), for the kernel and for the bytes its blocks get.
 template <typename T, typename W, bool kCentered, bool kResidual, int kPack, int kColsPerThread,
-          int kBlockThreads, bool kPushes = kForwardClusterPushes<T, kCentered>>
+          int kBlockThreads, bool kPushes = kForwardClusterPushes<T, kCentered>,
+          int kFewestBlocks = 2>
 bool launch_forward_over_clusters(const ForwardArgs<T, W>& a, cudaStream_t stream) {
   constexpr bool kBiasStaged =
       forward_staged_bias<T, W, kCentered, kPack, kBlockThreads, kColsPerThread>();
@@ -1549,14 +1569,17 @@ bool launch_forward_over_clusters(const ForwardArgs<T, W>& a, cudaStream_t strea
   constexpr int64_t kBlockCols = int64_t{kBlockThreads} * kColsPerThread;
   constexpr size_t kSmemBytes = kBiasStaged ? size_t{kBlockCols} * sizeof(W) : 0;
   if (kSmemBytes > 0 && allow_smem<kernel>() < kSmemBytes) return false;
-  const int cluster = cluster_for<kernel>(a.cols, kBlockCols, kBlockThreads, kSmemBytes);
+  const int cluster =
+      cluster_for<kernel>(a.cols, kBlockCols, kBlockThreads, kSmemBytes, kFewestBlocks);
   if (cluster == 0) return false;
   const int64_t slice_cols = ceil_div(ceil_div(a.cols, cluster), kPack) * kPack;
   // As many clusters as the GPU holds at once, each looping over rows, rather than a cluster a
   // row: LayerNorm's forward on an H200 (2026-11-25, 512 MiB inputs) took bfloat16 rows of 131072
   // 394 -> 349 us, float32 rows of 65536 360 -> 329 us, 32768 332 -> 319 us (rows of 32768
   // bfloat16, and add_rmsnorm's at 32768, within the runs' spread).
-  const int64_t resident = active_clusters<kernel>(cluster, kBlockThreads, kSmemBytes);
+  const int64_t resident = cluster == 1
+                               ? resident_blocks<kernel>(kBlockThreads, kSmemBytes, a.rows)
+                               : active_clusters<kernel>(cluster, kBlockThreads, kSmemBytes);
   const int64_t clusters =
       std::clamp<int64_t>(resident > 0 ? resident : a.rows, 1,
                           std::min<int64_t>(a.rows, std::numeric_limits<int>::max() / cluster));
@@ -1602,6 +1625,15 @@ void launch_forward_with(const ForwardArgs<T, W>& a, cudaStream_t stream) {
         return;
     }
     if constexpr (kWideClusterThreads > 0) {
+      // Rows a cluster of 2 would take: one wider block, no cluster (kForwardWideBlock).
+      if constexpr (kForwardWideBlock<T, kCentered, kResidual>) {
+        // The wide clusters' kernel (with pushes), which in a cluster of 1 pushes nothing.
+        constexpr bool kPushes = kForwardWideClusterPushes;
+        if (a.cols <= kBlockCols * 2 &&
+            launch_forward_over_clusters<T, W, kCentered, kResidual, kPack, kColsPerThread,
+                                         kWideClusterThreads, kPushes, 1>(a, stream))
+          return;
+      }
       // Rows a cluster of 16 would take: a cluster of 8 wider blocks (kWideClusterThreads).
       if (takes_sixteen_blocks(a.cols, kBlockCols) &&
           launch_forward_over_clusters<T, W, kCentered, kResidual, kPack, kColsPerThread,
