@@ -1593,9 +1593,9 @@ void forward(const Params<T>& p, cudaStream_t stream) {
 // ones, timed once per problem) or ATen's, whichever cost less a call the first time the problem
 // came (opgen/linear_cublaslt.h's weight_and_bias_gradients); later calls take that choice, so the
 // bits repeat (under torch.use_deterministic_algorithms nothing is timed: ATen's, in every
-// process). `workspace`: cuBLASLt's, `workspace_bytes` on 256 bytes (kWeightGemmWorkspaceBytes).
-// Defined in the op's <op>_cuda_gemm.cpp: host code the C++ compiler builds, since nvcc may not
-// see cuBLASLt's header.
+// process). `workspace`: cuBLASLt's, `workspace_bytes` long (kWeightGemmWorkspaceBytes), on 256
+// bytes. Defined in the op's <op>_cuda_gemm.cpp: host code the C++ compiler builds, since nvcc
+// may not see cuBLASLt's header.
 void weight_gradient(const at::Tensor& grad_pre, const at::Tensor& input, at::Tensor& grad_weight,
                      void* workspace, int64_t workspace_bytes, cudaStream_t stream);
 
