@@ -1701,30 +1701,28 @@ void backward(const Network& net, Params<T> p, const at::Tensor& x2, const at::T
   // bytes; the blocks' partials (the bias column sums, then with last_in_kernel dW_L's); and the
   // GEMMs' cuBLASLt workspace, each on 256 bytes.
   const int written = kLayers - (last_in_kernel ? 1 : 0);
-  constexpr int64_t kVec = 16 / sizeof(T);
+  const auto round_up = [](int64_t n, int64_t step) {
+    return (n + step - 1) / step * step;
+  };
   int64_t offset[kLayers + 1] = {};
   int64_t total = 0;
   for (int l = 1; l <= written; ++l) {
     offset[l] = total;
-    total += (rows * net.widths[l] + kVec - 1) / kVec * kVec;
+    total += round_up(rows * net.widths[l], 16 / sizeof(T));
   }
   const int64_t blocks = rows > 0 ? grid_blocks<kWarps>(kernel, rows, bytes) : 0;
   const int64_t bias_columns = net.bias ? Sums::columns() : 0;
   const int64_t last_columns = last_in_kernel ? net.widths[kLayers] * net.widths[kLayers - 1] : 0;
-  const auto aligned = [](int64_t at) {
-    return (at + 255) / 256 * 256;
-  };
-  const int64_t partial_at = aligned(total * int64_t{sizeof(T)});
+  const int64_t partial_at = round_up(total * int64_t{sizeof(T)}, 256);
   const int64_t workspace_at =
-      aligned(partial_at + blocks * (bias_columns + last_columns) * int64_t{sizeof(float)});
+      round_up(partial_at + blocks * (bias_columns + last_columns) * int64_t{sizeof(float)}, 256);
   const int64_t scratch_bytes = workspace_at + (written > 0 ? kWeightGemmWorkspaceBytes : 0);
   const at::Tensor scratch =
-      at::empty({(scratch_bytes + int64_t{sizeof(T)} - 1) / int64_t{sizeof(T)}}, x2.options());
-  unsigned char* const base = reinterpret_cast<unsigned char*>(scratch.mutable_data_ptr<T>());
+      at::empty({round_up(scratch_bytes, sizeof(T)) / int64_t{sizeof(T)}}, x2.options());
+  T* const grad_pre = scratch.mutable_data_ptr<T>();
+  unsigned char* const base = reinterpret_cast<unsigned char*>(grad_pre);
   float* const partial = reinterpret_cast<float*>(base + partial_at);
-  for (int l = 1; l <= kLayers; ++l) {
-    p.grad_pre[l] = l <= written ? scratch.mutable_data_ptr<T>() + offset[l] : nullptr;
-  }
+  for (int l = 1; l <= kLayers; ++l) p.grad_pre[l] = l <= written ? grad_pre + offset[l] : nullptr;
 
   if (rows > 0) {
     if (net.bias) p.bias_partial = partial;

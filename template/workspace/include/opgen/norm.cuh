@@ -1488,13 +1488,17 @@ int cluster_for(int64_t cols, int64_t block_cols, int block_threads, size_t smem
 // device and cluster size. A cluster's blocks share one GPC, so this is fewer than the SMs'
 // block slots divided by the cluster size wherever a GPC's slots are not a multiple of it; a
 // looping grid sized by that division left clusters waiting for a second wave, each of which
-// then did a full share of the rows.
+// then did a full share of the rows. A cluster of one block is no cluster: the SMs' block slots.
 template <auto kKernel>
 int64_t active_clusters(int cluster_blocks, int block_threads, size_t smem_bytes) {
-  static std::atomic<int> known[kMaxDevices][5] = {};  // cluster sizes 1, 2, 4, 8, 16; 0 unknown
+  if (cluster_blocks == 1) {
+    return int64_t{blocks_per_multiprocessor<kKernel>(block_threads, smem_bytes)} *
+           multiprocessor_count();
+  }
+  static std::atomic<int> known[kMaxDevices][4] = {};  // cluster sizes 2, 4, 8, 16; 0 unknown
   const int device = c10::cuda::current_device();
   int size_index = 0;
-  while ((1 << size_index) < cluster_blocks && size_index < 4) ++size_index;
+  while ((2 << size_index) < cluster_blocks && size_index < 3) ++size_index;
   int clusters =
       device < kMaxDevices ? known[device][size_index].load(std::memory_order_relaxed) : 0;
   if (clusters == 0) {
@@ -1577,9 +1581,7 @@ bool launch_forward_over_clusters(const ForwardArgs<T, W>& a, cudaStream_t strea
   // row: LayerNorm's forward on an H200 (2026-11-25, 512 MiB inputs) took bfloat16 rows of 131072
   // 394 -> 349 us, float32 rows of 65536 360 -> 329 us, 32768 332 -> 319 us (rows of 32768
   // bfloat16, and add_rmsnorm's at 32768, within the runs' spread).
-  const int64_t resident = cluster == 1
-                               ? resident_blocks<kernel>(kBlockThreads, kSmemBytes, a.rows)
-                               : active_clusters<kernel>(cluster, kBlockThreads, kSmemBytes);
+  const int64_t resident = active_clusters<kernel>(cluster, kBlockThreads, kSmemBytes);
   const int64_t clusters =
       std::clamp<int64_t>(resident > 0 ? resident : a.rows, 1,
                           std::min<int64_t>(a.rows, std::numeric_limits<int>::max() / cluster));
@@ -1625,11 +1627,12 @@ void launch_forward_with(const ForwardArgs<T, W>& a, cudaStream_t stream) {
         return;
     }
     if constexpr (kWideClusterThreads > 0) {
-      // Rows a cluster of 2 would take: one wider block, no cluster (kForwardWideBlock).
+      // Rows one wider block holds, which a cluster of 2 would take: that block, no cluster
+      // (kForwardWideBlock; the wide clusters' kernel, whose pushes a cluster of 1 never makes).
       if constexpr (kForwardWideBlock<T, kCentered, kResidual>) {
-        // The wide clusters' kernel (with pushes), which in a cluster of 1 pushes nothing.
+        constexpr int64_t kWideBlockCols = int64_t{kWideClusterThreads} * kColsPerThread;
         constexpr bool kPushes = kForwardWideClusterPushes;
-        if (a.cols <= kBlockCols * 2 &&
+        if (a.cols <= kWideBlockCols &&
             launch_forward_over_clusters<T, W, kCentered, kResidual, kPack, kColsPerThread,
                                          kWideClusterThreads, kPushes, 1>(a, stream))
           return;
