@@ -12,11 +12,15 @@
 # and layernorm (16-bit); float32 rows of 262144 already take wide clusters (of 8, by pushes).
 # The tree is HEAD; the first variant is timed again after it. Keep a variant only where it beats
 # both HEAD timings, then test it (every CUDA test, the long pieces under memcheck and racecheck).
+# First, every CUDA test of the changed norm ops and of the two ReLU networks at HEAD: 564ad05's
+# review mend (host launch code only: active_clusters' one-block clusters, the MLP backward's
+# scratch layout) has not run on a GPU yet.
 #   timeout 580 bash docs/h200-runs/2026-11-30f-norm-wide-clusters-driver.sh
 set -uo pipefail
 export PYTHONUNBUFFERED=1 OMP_NUM_THREADS=2 GPU_WORK=${GPU_WORK:-/tmp/opgen-gpu} OUT=${OUT:-/tmp/opgen-out}
-NORMTIMES_FORWARD=1 NORMTIMES_EACH_S=120 NORMTIMES_REPEAT=1 \
+TEST_SPLIT=1 TEST_K="cuda" NORMTIMES_OPS="layernorm rmsnorm add_rmsnorm" \
+  NORMTIMES_FORWARD=1 NORMTIMES_EACH_S=120 NORMTIMES_REPEAT=1 \
   NORMTIMES_VARIANTS="docs/h200-runs/2026-11-30f-norm-wide-clusters-pushes-variant.diff docs/h200-runs/2026-11-30f-norm-wide-clusters-barriers-variant.diff" \
   NORMTIMES_SHAPES="float32 2048x65536 1024x131072 512x262144 bfloat16 4096x65536 2048x131072 1024x262144" \
-  timeout 570 bash scripts/gpu_session.sh normtimes layernorm rmsnorm add_rmsnorm
+  timeout 570 bash scripts/gpu_session.sh test,normtimes layernorm rmsnorm add_rmsnorm mlp_seed mlp_64x4
 echo "== session exit $? at $SECONDS s"
